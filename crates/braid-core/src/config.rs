@@ -1,0 +1,120 @@
+//! Connection configuration: parameters and the pluggable decisions (congestion control,
+//! scheduler, reinjection policy), each held as a factory or shared policy object.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cc::{self, ControllerFactory};
+use crate::reinject::{self, ReinjectPolicy};
+use crate::rtt::RtoFormula;
+use crate::scheduler::{self, SchedulerFactory};
+
+/// Parameters of a connection. `Config::default()` follows Linux MPTCP where the seeds describe
+/// it (RTO_min 200 ms, tail-loss probe on, minRTT scheduler, stock reinjection).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Largest datagram the core emits (braid header and frames, not UDP/IP).
+    pub max_datagram_size: usize,
+    /// Bytes the application may have written but not yet acknowledged by the peer.
+    pub send_buffer: u64,
+    /// The receive buffer shared by all subflows: in-order bytes not yet read plus reordered
+    /// bytes held for in-order delivery (SPEC M1, M6).
+    pub receive_buffer: u64,
+    /// RTT assumed before the first sample; the initial RTO is derived from it (RFC 6298 §2.1).
+    pub initial_rtt: Duration,
+    /// Lower bound of the RTO (200 ms in Linux, 1 s in RFC 6298).
+    pub rto_min: Duration,
+    /// Upper bound of the RTO after backoff.
+    pub rto_max: Duration,
+    pub rto_formula: RtoFormula,
+    /// A path is declared broken and closed after this many consecutive RTO backoffs
+    /// (15 in Linux, seed 000 §V.C).
+    pub broken_after_backoffs: u32,
+    /// Tail-loss probe (on in Linux).
+    pub tail_loss_probe: bool,
+    /// δ of PTO = min(RTO, 2·SRTT + δ) (SPEC M3).
+    pub tlp_delta: Duration,
+    /// δ when a single packet is in flight (covers the peer's delayed ACK).
+    pub tlp_single_delta: Duration,
+    /// Longest the receiver delays an acknowledgement.
+    pub max_ack_delay: Duration,
+    /// Acknowledge at least every this many ack-eliciting packets.
+    pub ack_frequency: u32,
+    /// Initial congestion window, segments.
+    pub initial_window: u64,
+    /// Link-layer detection delay: time between an address being lost locally and the
+    /// REMOVE_ADDR notice to the peer.
+    pub remove_addr_delay: Duration,
+    /// Most paths a connection keeps at once.
+    pub max_paths: usize,
+    /// Close the connection after this long without receiving anything.
+    pub idle_timeout: Option<Duration>,
+    /// Opportunistic retransmission and penalisation when the receive window blocks, for
+    /// schedulers that support it (stock minRTT does).
+    pub opportunistic_retransmission: bool,
+    pub congestion: Arc<dyn ControllerFactory>,
+    pub scheduler: Arc<dyn SchedulerFactory>,
+    pub reinjection: Arc<dyn ReinjectPolicy>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_datagram_size: 1452,
+            send_buffer: 4 << 20,
+            receive_buffer: 4 << 20,
+            initial_rtt: Duration::from_millis(500),
+            rto_min: Duration::from_millis(200),
+            rto_max: Duration::from_secs(120),
+            rto_formula: RtoFormula::Linux,
+            broken_after_backoffs: 15,
+            tail_loss_probe: true,
+            tlp_delta: Duration::from_millis(8),
+            tlp_single_delta: Duration::from_millis(200),
+            max_ack_delay: Duration::from_millis(25),
+            ack_frequency: 2,
+            initial_window: 10,
+            remove_addr_delay: Duration::ZERO,
+            max_paths: 8,
+            idle_timeout: None,
+            opportunistic_retransmission: true,
+            congestion: cc::Algorithm::Cubic.factory(10),
+            scheduler: scheduler::Kind::MinRtt.factory(),
+            reinjection: reinject::Policy::Stock.shared(),
+        }
+    }
+}
+
+impl Config {
+    /// Checks the parameters; the message names the field and what is allowed.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_datagram_size < 200 || self.max_datagram_size > 65_000 {
+            return Err(format!(
+                "max_datagram_size {} out of range: allowed 200..=65000",
+                self.max_datagram_size
+            ));
+        }
+        if self.send_buffer < self.max_datagram_size as u64 {
+            return Err("send_buffer must hold at least one datagram".into());
+        }
+        if self.receive_buffer < self.max_datagram_size as u64 {
+            return Err("receive_buffer must hold at least one datagram".into());
+        }
+        if self.rto_min > self.rto_max {
+            return Err("rto_min must not exceed rto_max".into());
+        }
+        if self.broken_after_backoffs == 0 {
+            return Err("broken_after_backoffs must be at least 1".into());
+        }
+        if self.ack_frequency == 0 {
+            return Err("ack_frequency must be at least 1".into());
+        }
+        if self.initial_window == 0 {
+            return Err("initial_window must be at least 1 segment".into());
+        }
+        if self.max_paths == 0 || self.max_paths > 64 {
+            return Err("max_paths must be within 1..=64".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,730 @@
+//! One subflow: its own packet sequence space, RTT estimate, congestion window and loss
+//! recovery (SPEC M1, M3), and the receive-side state it acknowledges.
+//!
+//! Sequence numbers count ack-eliciting packets; a retransmission on the same path reuses the
+//! number (as TCP does), and the timestamp echoed in ACKs gives unambiguous RTT samples.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::cc::{self, Controller, Coupling};
+use crate::config::Config;
+use crate::range_set::RangeSet;
+use crate::reinject::PathTiming;
+use crate::rtt::RttEstimator;
+use crate::wire::{AddrId, PathId};
+use crate::{Instant, PathStats};
+
+/// RFC 6675 DupThresh: a packet is lost once this many packets sent after it are acknowledged.
+pub(crate) const DUP_THRESH: u64 = 3;
+
+/// Stream bytes carried by a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DataRef {
+    pub dsn: u64,
+    pub len: u32,
+    pub fin: bool,
+}
+
+/// A control frame that must reach the peer; resent when the packet carrying it is lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ctrl {
+    AddAddr {
+        id: AddrId,
+        backup: bool,
+        addr: SocketAddr,
+    },
+    RemoveAddr(AddrId),
+    /// The current backup flag of the path is sent.
+    PathPrio(PathId),
+    PathClose(PathId, u64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SentState {
+    /// Sent, counted in flight.
+    Outstanding,
+    /// Declared lost, waiting for retransmission on this path.
+    Lost,
+    /// Selectively acknowledged.
+    Sacked,
+}
+
+#[derive(Debug)]
+pub(crate) struct SentPacket {
+    pub time: Instant,
+    pub size: u32,
+    pub data: Option<DataRef>,
+    pub ctrl: Vec<Ctrl>,
+    pub path_open: bool,
+    pub state: SentState,
+    /// The data was queued for reinjection on other paths.
+    pub reinjected: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PathState {
+    /// We sent PATH_OPEN and wait for its acknowledgement.
+    Opening,
+    Established,
+}
+
+/// Per-path timers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum PathTimer {
+    /// Retransmission timeout.
+    Rto = 0,
+    /// Tail-loss probe timeout.
+    Pto = 1,
+    /// The reinjection policy's own timer (REJ).
+    Reinject = 2,
+    /// Delayed acknowledgement.
+    Ack = 3,
+}
+
+pub(crate) const PATH_TIMERS: [PathTimer; 4] = [
+    PathTimer::Rto,
+    PathTimer::Pto,
+    PathTimer::Reinject,
+    PathTimer::Ack,
+];
+
+/// A probe to send regardless of the congestion window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// Tail-loss probe: retransmit the last outstanding packet.
+    Tail,
+}
+
+/// Receive side: which of the peer's packets on this path we have, and when to acknowledge.
+#[derive(Debug, Default)]
+pub(crate) struct RxState {
+    /// Every packet below was received.
+    pub cum: u64,
+    /// Received above `cum`.
+    pub ranges: RangeSet,
+    /// Timestamp to echo.
+    pub ts_echo: u32,
+    /// Ack-eliciting packets received since the last ACK went out.
+    pub unacked: u32,
+    /// Acknowledge at the next opportunity.
+    pub ack_now: bool,
+}
+
+impl RxState {
+    /// Records a packet; returns whether it was a duplicate.
+    fn on_packet(&mut self, seq: u64, ts: u32, cfg: &Config) -> bool {
+        self.ts_echo = ts;
+        if seq < self.cum || self.ranges.contains(seq) {
+            // RFC 5681 §4.2: acknowledge duplicates at once.
+            self.ack_now = true;
+            return true;
+        }
+        if seq == self.cum {
+            let filled_gap = !self.ranges.is_empty();
+            self.cum += 1;
+            if let Some(end) = self.ranges.pop_contiguous_from(self.cum) {
+                self.cum = end;
+            }
+            if filled_gap {
+                self.ack_now = true;
+            }
+        } else {
+            // Out of order: acknowledge at once so the sender sees the hole.
+            self.ranges.insert(seq, seq + 1);
+            self.ack_now = true;
+        }
+        self.unacked += 1;
+        if self.unacked >= cfg.ack_frequency {
+            self.ack_now = true;
+        }
+        false
+    }
+
+    pub fn ack_sent(&mut self) {
+        self.unacked = 0;
+        self.ack_now = false;
+    }
+
+    /// Whether an ACK frame has something to say.
+    pub fn wants_ack(&self) -> bool {
+        self.unacked > 0 || self.ack_now
+    }
+}
+
+/// What processing one ACK frame found.
+#[derive(Debug, Default)]
+pub(crate) struct AckOutcome {
+    /// Bytes newly acknowledged (cumulatively or selectively).
+    pub newly_acked: u64,
+    /// Packets newly declared lost.
+    pub newly_lost: u64,
+    /// Whether the peer now has the PATH_OPEN.
+    pub open_acked: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct Path {
+    pub id: PathId,
+    pub local: AddrId,
+    pub remote: AddrId,
+    pub state: PathState,
+    /// Send on this path only when no non-backup path is usable.
+    pub backup: bool,
+    /// PATH_OPEN not yet acknowledged (only on the side that opened the path).
+    pub open_pending: bool,
+
+    pub next_seq: u64,
+    base_seq: u64,
+    sent: VecDeque<SentPacket>,
+    pub in_flight: u64,
+    pub rtt: RttEstimator,
+    pub cc: Box<dyn Controller>,
+    /// Consecutive RTO expirations without progress.
+    pub backoff: u32,
+    /// Potentially failed: a timeout (RTO or reinjection timer) expired and nothing was heard
+    /// since. No new data goes on the path until an acknowledgement arrives.
+    pub pf: bool,
+    /// Fast recovery lasts until everything sent before it started is acknowledged.
+    recovery_point: Option<u64>,
+    /// Packets to retransmit on this path, ascending.
+    lost: VecDeque<u64>,
+    /// Selectively acknowledged packets above the cumulative point.
+    sacked: RangeSet,
+    /// Packets below were already checked for DupThresh loss.
+    loss_floor: u64,
+    pub probe: Option<Probe>,
+    /// A tail-loss probe is out; no other until everything up to here is acknowledged.
+    tlp_high: Option<u64>,
+    timers: [Option<Instant>; 4],
+    /// RFC 7661 style: the largest flight seen in the current and previous RTT.
+    flight_max: [u64; 2],
+    flight_window_start: Instant,
+    /// Redundant scheduling: the next stream byte this path sends.
+    pub redundant_next: u64,
+    /// Exponentially weighted loss fraction.
+    pub loss_rate: f64,
+
+    pub rx: RxState,
+    pub stats: PathStats,
+}
+
+impl Path {
+    pub fn new(
+        id: PathId,
+        local: AddrId,
+        remote: AddrId,
+        backup: bool,
+        opened_locally: bool,
+        now: Instant,
+        cfg: &Config,
+    ) -> Self {
+        let mss = cfg.max_datagram_size as u64;
+        Path {
+            id,
+            local,
+            remote,
+            state: if opened_locally {
+                PathState::Opening
+            } else {
+                PathState::Established
+            },
+            backup,
+            open_pending: opened_locally,
+            next_seq: 0,
+            base_seq: 0,
+            sent: VecDeque::new(),
+            in_flight: 0,
+            rtt: RttEstimator::new(cfg.initial_rtt),
+            cc: cfg.congestion.build(now, mss),
+            backoff: 0,
+            pf: false,
+            recovery_point: None,
+            lost: VecDeque::new(),
+            sacked: RangeSet::new(),
+            loss_floor: 0,
+            probe: None,
+            tlp_high: None,
+            timers: [None; 4],
+            flight_max: [0; 2],
+            flight_window_start: now,
+            redundant_next: 0,
+            loss_rate: 0.0,
+            rx: RxState::default(),
+            stats: PathStats::default(),
+        }
+    }
+
+    pub fn is_established(&self) -> bool {
+        self.state == PathState::Established
+    }
+
+    /// Established and not suspected dead: the scheduler may give it new data.
+    pub fn is_usable(&self) -> bool {
+        self.is_established() && !self.pf
+    }
+
+    pub fn mss(&self, cfg: &Config) -> u64 {
+        cfg.max_datagram_size as u64
+    }
+
+    /// Whether a packet of `size` bytes fits the congestion window.
+    pub fn has_room(&self, size: u64) -> bool {
+        self.in_flight + size <= self.cc.window()
+    }
+
+    pub fn timer(&self, t: PathTimer) -> Option<Instant> {
+        self.timers[t as usize]
+    }
+
+    pub fn set_timer(&mut self, t: PathTimer, at: Option<Instant>) {
+        self.timers[t as usize] = at;
+    }
+
+    /// The earliest armed timer. The RTO waits behind an armed PTO (seed 002 §II: the RTO
+    /// follows the probe).
+    pub fn next_timeout(&self) -> Option<(Instant, PathTimer)> {
+        PATH_TIMERS
+            .iter()
+            .filter(|&&t| !(t == PathTimer::Rto && self.timer(PathTimer::Pto).is_some()))
+            .filter_map(|&t| self.timer(t).map(|at| (at, t)))
+            .min()
+    }
+
+    /// Outstanding (unacknowledged, not lost) ack-eliciting packets.
+    pub fn has_outstanding(&self) -> bool {
+        self.sent
+            .iter()
+            .any(|p| matches!(p.state, SentState::Outstanding | SentState::Lost))
+    }
+
+    fn outstanding_count(&self) -> usize {
+        self.sent
+            .iter()
+            .filter(|p| p.state == SentState::Outstanding)
+            .count()
+            .min(2)
+    }
+
+    pub fn packet(&self, seq: u64) -> Option<&SentPacket> {
+        seq.checked_sub(self.base_seq)
+            .and_then(|i| self.sent.get(i as usize))
+    }
+
+    fn packet_mut(&mut self, seq: u64) -> Option<&mut SentPacket> {
+        seq.checked_sub(self.base_seq)
+            .and_then(|i| self.sent.get_mut(i as usize))
+    }
+
+    /// Unacknowledged packets, oldest first.
+    pub fn unacked(&self) -> impl Iterator<Item = (u64, &SentPacket)> {
+        self.sent
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (self.base_seq + i as u64, p))
+            .filter(|(_, p)| matches!(p.state, SentState::Outstanding | SentState::Lost))
+    }
+
+    pub fn unacked_mut(&mut self) -> impl Iterator<Item = &mut SentPacket> {
+        self.sent
+            .iter_mut()
+            .filter(|p| matches!(p.state, SentState::Outstanding | SentState::Lost))
+    }
+
+    /// Current RTO including backoff.
+    pub fn rto(&self, cfg: &Config) -> Duration {
+        let base = self.rtt.rto(cfg.rto_formula, cfg.rto_min, cfg.rto_max);
+        base.checked_mul(1u32 << self.backoff.min(16))
+            .unwrap_or(cfg.rto_max)
+            .min(cfg.rto_max)
+    }
+
+    /// PTO = min(RTO, 2·SRTT + δ), δ larger when a single packet is in flight (SPEC M3).
+    fn pto(&self, cfg: &Config) -> Duration {
+        let delta = if self.outstanding_count() == 1 {
+            cfg.tlp_single_delta
+        } else {
+            cfg.tlp_delta
+        };
+        self.rto(cfg).min(self.rtt.srtt() * 2 + delta)
+    }
+
+    fn tlp_allowed(&self, cfg: &Config) -> bool {
+        cfg.tail_loss_probe
+            && self.tlp_high.is_none()
+            && self.recovery_point.is_none()
+            && self.backoff == 0
+            && self.rtt.has_sample()
+    }
+
+    /// Records a new ack-eliciting packet; returns its sequence number.
+    pub fn on_sent(&mut self, now: Instant, pkt: SentPacket, cfg: &Config) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.in_flight += u64::from(pkt.size);
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += u64::from(pkt.size);
+        if let Some(d) = pkt.data {
+            self.stats.data_bytes_sent += u64::from(d.len);
+        }
+        self.sent.push_back(pkt);
+        self.after_send(now, cfg);
+        seq
+    }
+
+    /// Records the retransmission of `seq` on this path with a new size and send time.
+    pub fn on_retransmitted(&mut self, now: Instant, seq: u64, size: u32, cfg: &Config) {
+        let Some(p) = self.packet_mut(seq) else {
+            return;
+        };
+        let was_outstanding = p.state == SentState::Outstanding;
+        let old_size = p.size;
+        p.state = SentState::Outstanding;
+        p.time = now;
+        p.size = size;
+        if was_outstanding {
+            self.in_flight -= u64::from(old_size);
+        }
+        self.in_flight += u64::from(size);
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += u64::from(size);
+        self.stats.retransmissions += 1;
+        self.after_send(now, cfg);
+    }
+
+    fn after_send(&mut self, now: Instant, cfg: &Config) {
+        self.note_flight(now);
+        // RFC 6298 §5.1: start the RTO when a packet is sent and it is not running.
+        if self.timer(PathTimer::Rto).is_none() {
+            self.set_timer(PathTimer::Rto, Some(now + self.rto(cfg)));
+        }
+        // Seed 002 §II: the PTO restarts on every send.
+        if self.tlp_allowed(cfg) {
+            self.set_timer(PathTimer::Pto, Some(now + self.pto(cfg)));
+        }
+    }
+
+    fn note_flight(&mut self, now: Instant) {
+        if now.saturating_since(self.flight_window_start) > self.rtt.srtt() {
+            self.flight_max = [self.in_flight, self.flight_max[0]];
+            self.flight_window_start = now;
+        } else {
+            self.flight_max[0] = self.flight_max[0].max(self.in_flight);
+        }
+    }
+
+    /// Whether the window limited sending lately (RFC 7661; Linux `tcp_is_cwnd_limited`).
+    fn cwnd_limited(&self, mss: u64) -> bool {
+        let flight = self.flight_max[0].max(self.flight_max[1]);
+        let cwnd = self.cc.window();
+        if cwnd < self.cc.ssthresh() {
+            // Slow start: grow while at least half the window is used.
+            flight * 2 >= cwnd
+        } else {
+            flight + mss >= cwnd
+        }
+    }
+
+    /// The next lost packet to retransmit, if the window allows it.
+    pub fn next_lost(&mut self) -> Option<u64> {
+        while let Some(&seq) = self.lost.front() {
+            match self.packet(seq) {
+                Some(p) if p.state == SentState::Lost => return Some(seq),
+                _ => {
+                    self.lost.pop_front();
+                }
+            }
+        }
+        None
+    }
+
+    pub fn pop_lost(&mut self, seq: u64) {
+        if self.lost.front() == Some(&seq) {
+            self.lost.pop_front();
+        }
+    }
+
+    /// The last outstanding packet (the tail-loss probe retransmits it).
+    pub fn last_outstanding(&self) -> Option<u64> {
+        self.sent
+            .iter()
+            .rposition(|p| p.state == SentState::Outstanding)
+            .map(|i| self.base_seq + i as u64)
+    }
+
+    /// Processes an ACK frame for this path's packets.
+    pub fn on_ack(
+        &mut self,
+        now: Instant,
+        cum: u64,
+        echo: Option<Instant>,
+        ranges: impl Iterator<Item = (u64, u64)>,
+        cfg: &Config,
+        coupling: Coupling<'_>,
+    ) -> AckOutcome {
+        let mut out = AckOutcome::default();
+        let mut progress = false;
+        // Cumulative part.
+        let cum = cum.min(self.next_seq);
+        while self.base_seq < cum {
+            let Some(p) = self.sent.pop_front() else {
+                break;
+            };
+            self.base_seq += 1;
+            match p.state {
+                SentState::Outstanding => {
+                    self.in_flight -= u64::from(p.size);
+                    out.newly_acked += u64::from(p.size);
+                    progress = true;
+                }
+                SentState::Lost => {
+                    out.newly_acked += u64::from(p.size);
+                    progress = true;
+                }
+                SentState::Sacked => {}
+            }
+            out.open_acked |= p.path_open;
+        }
+        self.sacked.remove_below(self.base_seq);
+        self.loss_floor = self.loss_floor.max(self.base_seq);
+        // Selective part: only the ranges not known yet.
+        for (s, e) in ranges {
+            let s = s.max(self.base_seq);
+            let e = e.min(self.next_seq);
+            if s >= e || self.sacked.contains_range(s, e) {
+                continue;
+            }
+            for seq in s..e {
+                if self.sacked.contains(seq) {
+                    continue;
+                }
+                let Some(p) = self.packet_mut(seq) else {
+                    continue;
+                };
+                let size = u64::from(p.size);
+                let was = p.state;
+                p.state = SentState::Sacked;
+                let opened = p.path_open;
+                match was {
+                    SentState::Outstanding => {
+                        self.in_flight -= size;
+                        out.newly_acked += size;
+                        progress = true;
+                    }
+                    SentState::Lost => {
+                        out.newly_acked += size;
+                        progress = true;
+                    }
+                    _ => {}
+                }
+                out.open_acked |= opened;
+            }
+            self.sacked.insert(s, e);
+        }
+        if progress {
+            if let Some(sent) = echo {
+                self.rtt.update(now.saturating_since(sent));
+            }
+            self.backoff = 0;
+            self.pf = false;
+            self.loss_rate *= 1.0 - 1.0 / 64.0;
+            let mss = self.mss(cfg);
+            let ack = cc::Ack {
+                now,
+                bytes: out.newly_acked,
+                srtt: self.rtt.srtt(),
+                min_rtt: self.rtt.min(),
+                cwnd_limited: self.cwnd_limited(mss),
+            };
+            self.cc.on_ack(&ack, coupling);
+            if self.tlp_high.is_some_and(|h| self.base_seq >= h) {
+                self.tlp_high = None;
+            }
+        } else {
+            self.stats.duplicate_acks += 1;
+        }
+        out.newly_lost = self.detect_losses(now);
+        if self.recovery_point.is_some_and(|rp| self.base_seq >= rp) {
+            self.recovery_point = None;
+        }
+        // Timers (RFC 6298 §5.2, §5.3): restart the RTO on progress, stop it when idle.
+        if !self.has_outstanding() {
+            self.set_timer(PathTimer::Rto, None);
+            self.set_timer(PathTimer::Pto, None);
+        } else if progress {
+            self.set_timer(PathTimer::Rto, Some(now + self.rto(cfg)));
+            let pto = self.tlp_allowed(cfg).then(|| now + self.pto(cfg));
+            self.set_timer(PathTimer::Pto, pto);
+        }
+        out
+    }
+
+    /// RFC 6675 IsLost(): a packet with DupThresh selectively acknowledged packets above it is
+    /// lost. Each packet is examined once (`loss_floor` only moves up).
+    fn detect_losses(&mut self, now: Instant) -> u64 {
+        // Sequence number below which DupThresh packets are acknowledged.
+        let mut count = 0;
+        let mut threshold = None;
+        for (s, e) in self.sacked.iter().rev() {
+            if count + (e - s) >= DUP_THRESH {
+                threshold = Some(e - (DUP_THRESH - count));
+                break;
+            }
+            count += e - s;
+        }
+        let Some(threshold) = threshold else {
+            return 0;
+        };
+        let mut newly = 0;
+        let mut first_lost_sent = None;
+        let mut seq = self.loss_floor.max(self.base_seq);
+        while seq < threshold {
+            if let Some(p) = self.packet_mut(seq)
+                && p.state == SentState::Outstanding
+            {
+                p.state = SentState::Lost;
+                let (size, time) = (u64::from(p.size), p.time);
+                self.in_flight -= size;
+                self.lost.push_back(seq);
+                first_lost_sent.get_or_insert(time);
+                newly += 1;
+            }
+            seq += 1;
+        }
+        self.loss_floor = self.loss_floor.max(threshold);
+        if let Some(sent) = first_lost_sent {
+            self.stats.lost_packets += newly;
+            self.loss_rate = self.loss_rate * (1.0 - 1.0 / 64.0) + 1.0 / 64.0;
+            if self.recovery_point.is_none() {
+                self.recovery_point = Some(self.next_seq);
+                self.stats.fast_retransmits += 1;
+            }
+            self.cc.on_loss(now, sent, self.in_flight);
+            self.set_timer(PathTimer::Pto, None);
+        }
+        newly
+    }
+
+    /// RTO expiry: every outstanding packet is lost, the window collapses, the RTO backs off.
+    /// Returns `true` if the path is now broken.
+    pub fn on_rto(&mut self, now: Instant, cfg: &Config) -> bool {
+        self.stats.rto_count += 1;
+        self.backoff += 1;
+        self.pf = true;
+        self.cc.on_rto(now, self.in_flight);
+        self.lost.clear();
+        let base = self.base_seq;
+        for (i, p) in self.sent.iter_mut().enumerate() {
+            match p.state {
+                SentState::Outstanding => {
+                    p.state = SentState::Lost;
+                    self.lost.push_back(base + i as u64);
+                }
+                SentState::Lost => self.lost.push_back(base + i as u64),
+                _ => {}
+            }
+        }
+        self.in_flight = 0;
+        self.loss_floor = self.next_seq;
+        self.recovery_point = Some(self.next_seq);
+        self.loss_rate = self.loss_rate * (1.0 - 1.0 / 16.0) + 1.0 / 16.0;
+        self.set_timer(PathTimer::Pto, None);
+        self.set_timer(PathTimer::Rto, Some(now + self.rto(cfg)));
+        self.backoff >= cfg.broken_after_backoffs
+    }
+
+    /// PTO expiry: a tail-loss probe goes out, then the RTO runs from now (seed 002 Eq. 5).
+    pub fn on_pto(&mut self, now: Instant, cfg: &Config) {
+        self.stats.tlp_count += 1;
+        self.set_timer(PathTimer::Pto, None);
+        if self.last_outstanding().is_some() {
+            self.probe = Some(Probe::Tail);
+            self.tlp_high = Some(self.next_seq);
+        }
+        self.set_timer(PathTimer::Rto, Some(now + self.rto(cfg)));
+    }
+
+    /// When this path counts as stalled for redundant scheduling: an acknowledgement is overdue
+    /// (SRTT + 4·RTTVAR + 1 ms after the oldest outstanding packet was sent). `None` if nothing
+    /// is outstanding.
+    pub fn stall_deadline(&self) -> Option<Instant> {
+        let oldest = self
+            .sent
+            .iter()
+            .find(|p| matches!(p.state, SentState::Outstanding | SentState::Lost))?;
+        Some(oldest.time + self.rtt.srtt() + self.rtt.rttvar() * 4 + crate::rtt::GRANULARITY)
+    }
+
+    /// Timing inputs of the reinjection timer.
+    pub fn timing(&self) -> PathTiming {
+        let earliest = self
+            .sent
+            .iter()
+            .find(|p| {
+                matches!(p.state, SentState::Outstanding | SentState::Lost)
+                    && !p.reinjected
+                    && p.data.is_some()
+            })
+            .map(|p| p.time);
+        PathTiming {
+            earliest_outstanding: earliest,
+            srtt: self.rtt.srtt(),
+            rttvar: self.rtt.rttvar(),
+            has_rtt_sample: self.rtt.has_sample(),
+        }
+    }
+
+    /// Handles a received packet header for this path. Returns whether it was a duplicate.
+    pub fn on_packet_received(
+        &mut self,
+        now: Instant,
+        seq: u64,
+        ts: u32,
+        size: usize,
+        ack_eliciting: bool,
+        cfg: &Config,
+    ) -> bool {
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += size as u64;
+        if !ack_eliciting {
+            return false;
+        }
+        let dup = self.rx.on_packet(seq, ts, cfg);
+        if !self.rx.ack_now && self.timer(PathTimer::Ack).is_none() {
+            self.set_timer(PathTimer::Ack, Some(now + cfg.max_ack_delay));
+        }
+        dup
+    }
+
+    /// An ACK frame for the peer's packets went out on this path.
+    pub fn on_ack_sent(&mut self) {
+        self.rx.ack_sent();
+        self.set_timer(PathTimer::Ack, None);
+    }
+
+    /// Marks the data of every unacknowledged packet as reinjected and returns it, with the
+    /// control frames those packets carried (they must reach the peer another way).
+    pub fn take_for_reinjection(&mut self) -> (Vec<DataRef>, Vec<Ctrl>) {
+        let mut data = Vec::new();
+        let mut ctrl = Vec::new();
+        for p in self.unacked_mut() {
+            ctrl.append(&mut p.ctrl);
+            if p.reinjected {
+                continue;
+            }
+            p.reinjected = true;
+            if let Some(d) = p.data {
+                data.push(d);
+            }
+        }
+        (data, ctrl)
+    }
+
+    /// All control frames of unacknowledged packets (when the path goes away).
+    pub fn drain_ctrl(&mut self) -> Vec<Ctrl> {
+        self.unacked_mut()
+            .flat_map(|p| std::mem::take(&mut p.ctrl))
+            .collect()
+    }
+}

@@ -1,0 +1,276 @@
+//! Receiving: datagram validation and frame processing.
+
+use super::path::{Path, PathTimer};
+use super::*;
+use crate::stats::DropReason;
+use crate::wire::{self, Frame};
+
+impl Connection {
+    /// Processes one received datagram. A bad datagram is dropped whole, counted by reason in
+    /// [`ConnectionStats::dropped`], and its reason returned; it never panics and never changes
+    /// the connection's state.
+    pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) -> Result<(), DropReason> {
+        let r = self.process_datagram(now, datagram);
+        if let Err(reason) = r {
+            self.stats.dropped.count(reason);
+        }
+        r
+    }
+
+    fn process_datagram(&mut self, now: Instant, datagram: &[u8]) -> Result<(), DropReason> {
+        self.now = self.now.max(now);
+        self.stats.datagrams_received += 1;
+        self.stats.bytes_received += datagram.len() as u64;
+        let (header, frames) = wire::parse_header(datagram).map_err(DropReason::Malformed)?;
+        // Validate every frame before acting on any.
+        let mut ack_eliciting = false;
+        let mut open = None;
+        for f in frames.clone() {
+            let f = f.map_err(DropReason::Malformed)?;
+            ack_eliciting |= f.is_ack_eliciting();
+            if let Frame::PathOpen {
+                local,
+                remote,
+                backup,
+            } = f
+            {
+                open = Some((local, remote, backup));
+            }
+        }
+        // After a graceful close, keep acknowledging on known paths so that the peer can
+        // finish too; after an abort, drop everything.
+        if self.state == State::Closed
+            && (!self.closed_gracefully() || self.path_index(header.path).is_none())
+        {
+            return Err(DropReason::Closed);
+        }
+        let idx = match self.path_index(header.path) {
+            Some(i) => i,
+            None => self.accept_path(now, header.path, open)?,
+        };
+        self.last_rx = now;
+        let cfg = self.cfg.clone();
+        self.paths[idx].on_packet_received(
+            now,
+            header.seq,
+            header.timestamp,
+            datagram.len(),
+            ack_eliciting,
+            &cfg,
+        );
+        if open.is_some() {
+            // Acknowledge PATH_OPEN at once: it gives the opener its first RTT sample.
+            self.paths[idx].rx.ack_now = true;
+        }
+        let mut to_close = Vec::new();
+        for f in frames {
+            // Validated above.
+            let Ok(f) = f else { break };
+            self.process_frame(now, idx, f, &mut to_close);
+        }
+        for (id, reason) in to_close {
+            if let Some(i) = self.path_index(id) {
+                self.close_path_at(i, reason, false);
+            }
+        }
+        self.check_finished();
+        Ok(())
+    }
+
+    /// A packet on a path we do not know: accept it if it opens one.
+    fn accept_path(
+        &mut self,
+        now: Instant,
+        id: PathId,
+        open: Option<(AddrId, AddrId, bool)>,
+    ) -> Result<usize, DropReason> {
+        if self.closed_paths.contains(&id) {
+            return Err(DropReason::ClosedPath);
+        }
+        let Some((peer_local, peer_remote, backup)) = open else {
+            return Err(DropReason::UnknownPath);
+        };
+        // The peer may only open ids of its own parity.
+        let peer_parity = match self.side {
+            Side::Client => 1,
+            Side::Server => 0,
+        };
+        if id.0 % 2 != peer_parity {
+            return Err(DropReason::Protocol);
+        }
+        if self.state == State::Closed {
+            return Err(DropReason::Closed);
+        }
+        if self.paths.len() >= self.cfg.max_paths {
+            return Err(DropReason::TooManyPaths);
+        }
+        let mut p = Path::new(id, peer_remote, peer_local, backup, false, now, &self.cfg);
+        p.redundant_next = self.send.peer_cum.min(self.send.end());
+        self.paths.push(p);
+        self.stats.paths_opened += 1;
+        self.events.push_back(Event::PathEstablished {
+            path: id,
+            local: peer_remote,
+            remote: peer_local,
+            backup,
+        });
+        if self.state == State::Handshake {
+            self.state = State::Established;
+            self.events.push_back(Event::Connected);
+        }
+        Ok(self.paths.len() - 1)
+    }
+
+    fn process_frame(
+        &mut self,
+        now: Instant,
+        idx: usize,
+        frame: Frame<'_>,
+        to_close: &mut Vec<(PathId, PathCloseReason)>,
+    ) {
+        match frame {
+            Frame::Padding(_) | Frame::Ping | Frame::PathOpen { .. } => {}
+            Frame::Ack {
+                cum,
+                ts_echo,
+                ranges,
+            } => self.on_ack_frame(now, idx, cum, ts_echo, ranges.iter()),
+            Frame::DataAck {
+                cum,
+                window,
+                ranges,
+            } => {
+                let sent_end = self.send.end() + u64::from(self.send.fin_sent);
+                if !self.send.on_data_ack(cum, window, ranges.iter(), sent_end) {
+                    self.stats.dropped.protocol += 1;
+                    return;
+                }
+                self.release_send_buffer();
+            }
+            Frame::Data { dsn, fin, payload } => {
+                let p = &mut self.paths[idx];
+                p.stats.data_bytes_received += payload.len() as u64;
+                match self.recv.insert(dsn, payload, fin) {
+                    Ok(r) => {
+                        self.stats.data_bytes_received += r.new;
+                        self.stats.duplicate_bytes_received += r.duplicate;
+                        self.stats.beyond_window_bytes += r.beyond_window;
+                        self.stats.ofo_peak_bytes =
+                            self.stats.ofo_peak_bytes.max(self.recv.ooo_bytes());
+                        self.data_ack_pending = true;
+                        if self.recv.readable() > 0 && !self.readable_pending {
+                            self.readable_pending = true;
+                            self.events.push_back(Event::Readable);
+                        }
+                    }
+                    Err(()) => self.stats.dropped.protocol += 1,
+                }
+            }
+            Frame::AddAddr { id, backup, addr } => {
+                match self.peer_addrs.iter_mut().find(|(a, _, _)| *a == id) {
+                    Some(e) if e.1 == addr && e.2 == backup => return,
+                    Some(e) => *e = (id, addr, backup),
+                    None => self.peer_addrs.push((id, addr, backup)),
+                }
+                self.events
+                    .push_back(Event::PeerAddrAnnounced { id, addr, backup });
+            }
+            Frame::RemoveAddr { id } => {
+                let known = self.peer_addrs.iter().any(|(a, _, _)| *a == id);
+                self.peer_addrs.retain(|(a, _, _)| *a != id);
+                let mut any = false;
+                for p in self.paths.iter().filter(|p| p.remote == id) {
+                    any = true;
+                    if !to_close.iter().any(|(c, _)| *c == p.id) {
+                        to_close.push((p.id, PathCloseReason::PeerAddrRemoved));
+                    }
+                }
+                if known || any {
+                    self.events.push_back(Event::PeerAddrRemoved { id });
+                }
+            }
+            Frame::PathPrio { path, backup } => {
+                if let Some(p) = self.paths.iter_mut().find(|p| p.id == path)
+                    && p.backup != backup
+                {
+                    p.backup = backup;
+                    self.events.push_back(Event::PathPriority {
+                        path,
+                        backup,
+                        by_peer: true,
+                    });
+                }
+            }
+            Frame::PathClose { path, .. } => {
+                if self.path_index(path).is_some() && !to_close.iter().any(|(c, _)| *c == path) {
+                    to_close.push((path, PathCloseReason::Peer));
+                }
+            }
+            Frame::Close { code } => {
+                self.close_frames_pending = None;
+                self.enter_closed(CloseReason::ByPeer(code));
+            }
+        }
+    }
+
+    fn on_ack_frame(
+        &mut self,
+        now: Instant,
+        idx: usize,
+        cum: u64,
+        ts_echo: u32,
+        ranges: impl Iterator<Item = (u64, u64)>,
+    ) {
+        if cum > self.paths[idx].next_seq {
+            self.stats.dropped.protocol += 1;
+            return;
+        }
+        // Coupled congestion control reads the other paths through a snapshot.
+        self.coupling_scratch.clear();
+        if self.paths[idx].cc.is_coupled() {
+            for (i, p) in self.paths.iter().enumerate() {
+                if p.is_usable() || i == idx {
+                    self.coupling_scratch.push(PathCc {
+                        cwnd: p.cc.window(),
+                        srtt: p.rtt.srtt(),
+                        inter_loss_bytes: p.cc.inter_loss_bytes(),
+                        is_self: i == idx,
+                    });
+                }
+            }
+        }
+        let echo = now.from_wire_echo(ts_echo);
+        let cfg = self.cfg.clone();
+        let p = &mut self.paths[idx];
+        let was_pf = p.pf;
+        let out = p.on_ack(now, cum, echo, ranges, &cfg, &self.coupling_scratch);
+        if was_pf && !p.pf {
+            self.events.push_back(Event::PathRecovered { path: p.id });
+        }
+        if out.open_acked && !p.is_established() {
+            self.on_path_established(idx);
+        }
+        // Seed 002 §III: the reinjection timer restarts on every ACK, duplicates included.
+        self.update_reinject_timer(idx);
+    }
+
+    fn on_path_established(&mut self, idx: usize) {
+        let p: &mut Path = &mut self.paths[idx];
+        p.state = path::PathState::Established;
+        p.open_pending = false;
+        p.set_timer(PathTimer::Reinject, None);
+        p.redundant_next = p
+            .redundant_next
+            .max(self.send.peer_cum.min(self.send.end()));
+        self.events.push_back(Event::PathEstablished {
+            path: p.id,
+            local: p.local,
+            remote: p.remote,
+            backup: p.backup,
+        });
+        if self.state == State::Handshake {
+            self.state = State::Established;
+            self.events.push_back(Event::Connected);
+        }
+    }
+}

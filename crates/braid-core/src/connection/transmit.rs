@@ -1,0 +1,684 @@
+//! Sending: what the next datagram carries, and on which path.
+//!
+//! Each call to [`Connection::poll_transmit`] builds at most one datagram, in this order:
+//! 1. per-path duties, round-robin over paths: PATH_OPEN, a tail-loss probe, a retransmission
+//!    of a lost packet (window permitting), an acknowledgement that cannot wait;
+//! 2. stream data: queued reinjections first, then new data, on the path the scheduler picks
+//!    (under redundant scheduling, every usable path walks the stream itself); when the peer's
+//!    receive window blocks new data, opportunistic retransmission of the blocking segment;
+//! 3. control frames (ADD_ADDR, REMOVE_ADDR, PATH_PRIO, PATH_CLOSE) on the best usable path;
+//! 4. a window update when the receive window opened a lot since last advertised.
+
+use super::path::{PathState, SentPacket, SentState};
+use super::*;
+use crate::wire::{self, Frame, Header, varint};
+
+/// A datagram ready in the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// The path (subflow) it belongs to.
+    pub path: PathId,
+    /// Local address (interface) to send from.
+    pub local: AddrId,
+    /// Peer address to send to.
+    pub remote: AddrId,
+    /// Bytes written to the buffer.
+    pub size: usize,
+}
+
+/// Ranges per ACK / DATA_ACK frame in packets that carry data (like TCP's few SACK blocks).
+const DATA_PACKET_RANGES: usize = 4;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SegmentKind {
+    New,
+    Reinjection,
+    Redundant,
+}
+
+impl Connection {
+    /// Writes the next datagram to send into `buf` (cleared first), or returns `None` when
+    /// nothing is to be sent now.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        buf.clear();
+        self.now = self.now.max(now);
+        if let Some(code) = self.close_frames_pending {
+            return self.send_close(now, code, buf);
+        }
+        if self.state == State::Closed && !self.closed_gracefully() {
+            return None;
+        }
+        let n = self.paths.len();
+        for k in 0..n {
+            let idx = (self.tx_round_robin + k) % n;
+            if let Some(t) = self.path_duties(now, idx, buf) {
+                self.tx_round_robin = (idx + 1) % n;
+                return Some(t);
+            }
+        }
+        if self.state != State::Closed {
+            if let Some(t) = self.send_data(now, buf) {
+                return Some(t);
+            }
+            if let Some(t) = self.send_ctrl(now, buf) {
+                return Some(t);
+            }
+        }
+        self.send_window_update(now, buf)
+    }
+
+    pub(super) fn closed_gracefully(&self) -> bool {
+        self.send.fin_acked() && self.recv.fin_received()
+    }
+
+    // ---- per-path duties ----
+
+    fn path_duties(&mut self, now: Instant, idx: usize, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let p = &self.paths[idx];
+        if p.open_pending {
+            return Some(self.send_path_open(now, idx, buf));
+        }
+        if p.probe.is_some() {
+            self.paths[idx].probe = None;
+            if let Some(seq) = self.paths[idx].last_outstanding() {
+                return Some(self.retransmit(now, idx, seq, buf));
+            }
+        }
+        let mss = self.cfg.max_datagram_size as u64;
+        if let Some(seq) = self.paths[idx].next_lost()
+            && self.paths[idx].has_room(mss)
+        {
+            self.paths[idx].pop_lost(seq);
+            return Some(self.retransmit(now, idx, seq, buf));
+        }
+        if self.paths[idx].rx.ack_now {
+            return Some(self.send_pure_ack(now, idx, buf));
+        }
+        None
+    }
+
+    fn header(&self, idx: usize, seq: u64, now: Instant) -> Header {
+        Header {
+            path: self.paths[idx].id,
+            seq,
+            timestamp: now.wire_timestamp(),
+        }
+    }
+
+    fn transmit(&mut self, idx: usize, buf: &[u8]) -> Transmit {
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += buf.len() as u64;
+        let p = &self.paths[idx];
+        Transmit {
+            path: p.id,
+            local: p.local,
+            remote: p.remote,
+            size: buf.len(),
+        }
+    }
+
+    fn send_path_open(&mut self, now: Instant, idx: usize, buf: &mut Vec<u8>) -> Transmit {
+        let seq = self.paths[idx].next_seq;
+        self.header(idx, seq, now).emit(buf);
+        let p = &self.paths[idx];
+        Frame::PathOpen {
+            local: p.local,
+            remote: p.remote,
+            backup: p.backup,
+        }
+        .emit(buf);
+        self.write_acks(idx, buf, self.cfg.max_datagram_size, DATA_PACKET_RANGES);
+        let cfg = self.cfg.clone();
+        let p = &mut self.paths[idx];
+        p.open_pending = false;
+        p.on_sent(
+            now,
+            SentPacket {
+                time: now,
+                size: buf.len() as u32,
+                data: None,
+                ctrl: Vec::new(),
+                path_open: true,
+                state: SentState::Outstanding,
+                reinjected: false,
+            },
+            &cfg,
+        );
+        self.transmit(idx, buf)
+    }
+
+    /// Sends packet `seq` of path `idx` again, with the same number, on the same path.
+    fn retransmit(&mut self, now: Instant, idx: usize, seq: u64, buf: &mut Vec<u8>) -> Transmit {
+        self.header(idx, seq, now).emit(buf);
+        let (path_open, data, ctrl) = {
+            let p = &self.paths[idx];
+            let pkt = p.packet(seq).expect("retransmitted packet is tracked");
+            (
+                pkt.path_open && p.state == PathState::Opening,
+                pkt.data,
+                pkt.ctrl.clone(),
+            )
+        };
+        let mut eliciting = false;
+        if path_open {
+            let p = &self.paths[idx];
+            Frame::PathOpen {
+                local: p.local,
+                remote: p.remote,
+                backup: p.backup,
+            }
+            .emit(buf);
+            eliciting = true;
+        }
+        for c in &ctrl {
+            self.emit_ctrl(c, buf);
+            eliciting = true;
+        }
+        // The data, unless the peer already has it (through a reinjection, say).
+        let data = data.filter(|d| {
+            !self.send.range_acked(d.dsn, u64::from(d.len), d.fin)
+                && self.send.holds(d.dsn, u64::from(d.len))
+        });
+        let data_len = data.map_or(0, |d| {
+            wire::data_header_len(d.dsn, d.len as usize) + d.len as usize
+        });
+        let room = self.cfg.max_datagram_size.saturating_sub(data_len);
+        self.write_acks(idx, buf, room.max(buf.len()), DATA_PACKET_RANGES);
+        if let Some(d) = data {
+            wire::emit_data_header(buf, d.dsn, d.len as usize, d.fin);
+            self.send.copy_to(d.dsn, d.len as usize, buf);
+            eliciting = true;
+            self.stats.data_packets_sent += 1;
+        }
+        if !eliciting {
+            // The sequence number must still be filled.
+            Frame::Ping.emit(buf);
+        }
+        let cfg = self.cfg.clone();
+        let size = buf.len() as u32;
+        self.paths[idx].on_retransmitted(now, seq, size, &cfg);
+        self.update_reinject_timer(idx);
+        self.transmit(idx, buf)
+    }
+
+    fn send_pure_ack(&mut self, now: Instant, idx: usize, buf: &mut Vec<u8>) -> Transmit {
+        // Not ack-eliciting: carries the next number without consuming it.
+        let seq = self.paths[idx].next_seq;
+        self.header(idx, seq, now).emit(buf);
+        self.write_acks_forced(idx, buf, self.cfg.max_datagram_size, wire::MAX_ACK_RANGES);
+        self.transmit(idx, buf)
+    }
+
+    /// Writes the path's ACK and the connection's DATA_ACK if they have news, within `limit`.
+    fn write_acks(&mut self, idx: usize, buf: &mut Vec<u8>, limit: usize, max_ranges: usize) {
+        if self.paths[idx].rx.wants_ack() {
+            self.write_path_ack(idx, buf, limit, max_ranges);
+        }
+        if self.data_ack_pending || self.window_grew() {
+            self.write_data_ack(buf, limit, max_ranges);
+        }
+    }
+
+    /// Same, but always writes the path ACK (and the DATA_ACK once data was received).
+    fn write_acks_forced(
+        &mut self,
+        idx: usize,
+        buf: &mut Vec<u8>,
+        limit: usize,
+        max_ranges: usize,
+    ) {
+        self.write_path_ack(idx, buf, limit, max_ranges);
+        if self.data_ack_pending || self.window_grew() || self.recv.cum_ack() > 0 {
+            self.write_data_ack(buf, limit, max_ranges);
+        }
+    }
+
+    fn write_path_ack(&mut self, idx: usize, buf: &mut Vec<u8>, limit: usize, max_ranges: usize) {
+        let p = &self.paths[idx];
+        let cum = p.rx.cum;
+        let fixed = 1 + varint::len(cum) + 4 + 1;
+        if buf.len() + fixed > limit {
+            return;
+        }
+        // The highest ranges are the freshest news for the sender's loss detection.
+        let mut chosen: Vec<(u64, u64)> = Vec::new();
+        let mut size = fixed;
+        let all: Vec<(u64, u64)> = p.rx.ranges.iter().rev().take(max_ranges).collect();
+        for (i, &(s, e)) in all.iter().enumerate() {
+            // Gap measured from the next lower chosen range or cum: bounded by varint 8 bytes.
+            let cost = 8 + varint::len(e - s);
+            if buf.len() + size + cost > limit {
+                break;
+            }
+            size += cost;
+            chosen.push(all[i]);
+        }
+        chosen.reverse();
+        wire::emit_ack(buf, cum, p.rx.ts_echo, chosen.into_iter());
+        self.paths[idx].on_ack_sent();
+    }
+
+    fn write_data_ack(&mut self, buf: &mut Vec<u8>, limit: usize, max_ranges: usize) {
+        let cum = self.recv.cum_ack();
+        let window = self.recv.window();
+        let fixed = 1 + varint::len(cum) + varint::len(window) + 1;
+        if buf.len() + fixed > limit {
+            return;
+        }
+        let mut n = 0;
+        let mut size = fixed;
+        for (s, e) in self.recv.ooo_ranges().iter().take(max_ranges) {
+            let cost = 8 + varint::len(e - s);
+            if buf.len() + size + cost > limit {
+                break;
+            }
+            size += cost;
+            n += 1;
+        }
+        wire::emit_data_ack(buf, cum, window, self.recv.ooo_ranges().iter().take(n));
+        self.data_ack_pending = false;
+        self.advertised_edge = cum + window;
+    }
+
+    /// Whether the receive window's right edge moved a lot since last advertised.
+    fn window_grew(&self) -> bool {
+        let edge = self.recv.cum_ack() + self.recv.window();
+        edge >= self.advertised_edge + self.cfg.receive_buffer / 4
+    }
+
+    fn send_window_update(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if self.recv.cum_ack() == 0 || !self.window_grew() {
+            return None;
+        }
+        let idx = self.best_path(None)?;
+        Some(self.send_pure_ack(now, idx, buf))
+    }
+
+    /// The usable path with the lowest RTT, else any established one.
+    fn best_path(&self, avoid: Option<AddrId>) -> Option<usize> {
+        let ok = |p: &&Path| Some(p.local) != avoid;
+        let pick = |usable: bool| {
+            self.paths
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| ok(p) && p.is_established() && (!usable || p.is_usable()))
+                .min_by_key(|(_, p)| (p.backup, p.rtt.srtt()))
+                .map(|(i, _)| i)
+        };
+        pick(true).or_else(|| pick(false))
+    }
+
+    // ---- control frames ----
+
+    fn emit_ctrl(&self, c: &Ctrl, buf: &mut Vec<u8>) {
+        match *c {
+            Ctrl::AddAddr { id, backup, addr } => Frame::AddAddr { id, backup, addr }.emit(buf),
+            Ctrl::RemoveAddr(id) => Frame::RemoveAddr { id }.emit(buf),
+            Ctrl::PathPrio(path) => {
+                let backup = self
+                    .paths
+                    .iter()
+                    .find(|p| p.id == path)
+                    .is_some_and(|p| p.backup);
+                Frame::PathPrio { path, backup }.emit(buf)
+            }
+            Ctrl::PathClose(path, reason) => Frame::PathClose { path, reason }.emit(buf),
+        }
+    }
+
+    fn ctrl_len(&self, c: &Ctrl) -> usize {
+        let mut v = Vec::new();
+        self.emit_ctrl(c, &mut v);
+        v.len()
+    }
+
+    /// Moves queued control frames that fit under `limit` into the packet; returns them.
+    fn take_ctrl(&mut self, buf: &mut Vec<u8>, limit: usize) -> Vec<Ctrl> {
+        let mut taken = Vec::new();
+        while let Some(c) = self.ctrl_queue.front() {
+            // A PATH_PRIO for a path that no longer exists has nothing to say.
+            if let Ctrl::PathPrio(p) = c
+                && self.path_index(*p).is_none()
+            {
+                self.ctrl_queue.pop_front();
+                continue;
+            }
+            if buf.len() + self.ctrl_len(c) > limit {
+                break;
+            }
+            let c = self.ctrl_queue.pop_front().expect("front exists");
+            self.emit_ctrl(&c, buf);
+            taken.push(c);
+        }
+        taken
+    }
+
+    fn send_ctrl(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if self.ctrl_queue.is_empty() {
+            return None;
+        }
+        let avoid = match self.ctrl_queue.front() {
+            Some(Ctrl::RemoveAddr(id)) => Some(*id),
+            _ => None,
+        };
+        let idx = self.best_path(avoid)?;
+        let seq = self.paths[idx].next_seq;
+        self.header(idx, seq, now).emit(buf);
+        let limit = self.cfg.max_datagram_size;
+        let ctrl = self.take_ctrl(buf, limit);
+        if ctrl.is_empty() {
+            buf.clear();
+            return None;
+        }
+        self.write_acks(idx, buf, limit, DATA_PACKET_RANGES);
+        let cfg = self.cfg.clone();
+        let size = buf.len() as u32;
+        let was_idle = !self.paths[idx].has_outstanding();
+        self.paths[idx].on_sent(
+            now,
+            SentPacket {
+                time: now,
+                size,
+                data: None,
+                ctrl,
+                path_open: false,
+                state: SentState::Outstanding,
+                reinjected: false,
+            },
+            &cfg,
+        );
+        if was_idle {
+            self.update_reinject_timer(idx);
+        }
+        Some(self.transmit(idx, buf))
+    }
+
+    fn send_close(&mut self, now: Instant, code: u64, buf: &mut Vec<u8>) -> Option<Transmit> {
+        // One CLOSE per established path, then nothing more.
+        while self.close_cursor < self.paths.len() {
+            let idx = self.close_cursor;
+            self.close_cursor += 1;
+            if !self.paths[idx].is_established() {
+                continue;
+            }
+            let seq = self.paths[idx].next_seq;
+            self.header(idx, seq, now).emit(buf);
+            Frame::Close { code }.emit(buf);
+            return Some(self.transmit(idx, buf));
+        }
+        self.close_frames_pending = None;
+        None
+    }
+
+    // ---- stream data ----
+
+    fn fill_views(&mut self) {
+        let mss = self.cfg.max_datagram_size as u64;
+        self.view_scratch.clear();
+        for p in &self.paths {
+            self.view_scratch.push(PathView {
+                id: p.id,
+                srtt: p.rtt.srtt(),
+                rttvar: p.rtt.rttvar(),
+                cwnd: p.cc.window(),
+                in_flight: p.in_flight,
+                has_room: p.has_room(mss),
+                backup: p.backup,
+                usable: p.is_usable(),
+                loss_rate: p.loss_rate,
+            });
+        }
+    }
+
+    fn select(&mut self, exclude: Option<PathId>) -> Option<usize> {
+        self.fill_views();
+        let id = self.scheduler.select(&self.view_scratch, exclude)?;
+        let idx = self.path_index(id)?;
+        // A scheduler must not pick a full or unusable path; enforce it.
+        let mss = self.cfg.max_datagram_size as u64;
+        let p = &self.paths[idx];
+        (p.is_established() && p.has_room(mss) && Some(id) != exclude).then_some(idx)
+    }
+
+    fn send_data(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if let Some(t) = self.send_reinjection(now, buf) {
+            return Some(t);
+        }
+        if self.scheduler.is_redundant() {
+            return self.send_redundant(now, buf);
+        }
+        let window_end = self.send.peer_window_end.min(self.send.end());
+        let next = self.send.next;
+        let fin_only = self.send.fin && !self.send.fin_sent && next == self.send.end();
+        if next < window_end || fin_only {
+            let idx = self.select(None)?;
+            let (t, len) = self.send_segment(
+                now,
+                idx,
+                next,
+                window_end.saturating_sub(next),
+                self.send.fin,
+                SegmentKind::New,
+                buf,
+            );
+            self.send.next += len;
+            return Some(t);
+        }
+        if next < self.send.end() {
+            return self.opportunistic_retransmission(now, buf);
+        }
+        None
+    }
+
+    fn send_reinjection(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        while let Some(r) = self.reinject_queue.front().copied() {
+            let d = r.data;
+            let end = d.dsn + u64::from(d.len);
+            let fin_pending = d.fin && !self.send.is_acked(end);
+            let range = if self.send.holds(d.dsn, u64::from(d.len)) {
+                self.send.first_unacked(d.dsn, u64::from(d.len), u64::MAX)
+            } else {
+                None
+            };
+            let (dsn, len) = match range {
+                Some(r) => r,
+                None if fin_pending => (end, 0),
+                None => {
+                    self.reinject_queue.pop_front();
+                    continue;
+                }
+            };
+            if self.scheduler.is_redundant()
+                && self
+                    .paths
+                    .iter()
+                    .any(|p| p.id != r.from && p.is_usable() && p.redundant_next >= end)
+            {
+                // Another path already carried these bytes.
+                self.reinject_queue.pop_front();
+                continue;
+            }
+            let idx = self.select(Some(r.from))?;
+            let (t, sent) =
+                self.send_segment(now, idx, dsn, len, d.fin, SegmentKind::Reinjection, buf);
+            let sent_end = dsn + sent;
+            let front = self.reinject_queue.front_mut().expect("front exists");
+            if sent_end >= end {
+                self.reinject_queue.pop_front();
+            } else {
+                front.data.len = (end - sent_end) as u32;
+                front.data.dsn = sent_end;
+            }
+            return Some(t);
+        }
+        None
+    }
+
+    /// Redundant scheduling (seed 001): every segment on every usable path. Each path walks the
+    /// stream with its own cursor; a path behind the others sends its backlog, and a new segment
+    /// enters the stream only once every usable path that is not stalled has sent everything
+    /// before it, so the stream moves at the pace of the slowest responsive path. Bytes the peer
+    /// acknowledged are skipped.
+    fn send_redundant(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let mss = self.cfg.max_datagram_size as u64;
+        let n = self.paths.len();
+        let base = self.send.peer_cum.min(self.send.end());
+        let window_end = self.send.peer_window_end.min(self.send.end());
+        let end = self.send.end();
+        let fin = self.send.fin;
+        self.redundant_head = self.redundant_head.max(base);
+        let head = self.redundant_head;
+        for k in 0..n {
+            let idx = (self.tx_round_robin + k) % n;
+            let p = &mut self.paths[idx];
+            if !p.is_usable() || !p.has_room(mss) {
+                continue;
+            }
+            let start = p.redundant_next.max(base).min(end + 1);
+            p.redundant_next = start;
+            let (limit, new) = if start < head {
+                // Backlog: what other paths already sent.
+                (head.min(window_end), false)
+            } else {
+                // New data: wait for the paths that still owe bytes before the head.
+                let mut wake: Option<Instant> = None;
+                let blocked = self.paths.iter().enumerate().any(|(j, q)| {
+                    let owes = j != idx && self.holds_back(q) && q.redundant_next.max(base) < head;
+                    if owes && let Some(t) = q.stall_deadline() {
+                        wake = Some(wake.map_or(t, |w| w.min(t)));
+                    }
+                    owes
+                });
+                if blocked {
+                    if let Some(t) = wake {
+                        self.redundant_wakeup = Some(self.redundant_wakeup.map_or(t, |w| w.min(t)));
+                    }
+                    continue;
+                }
+                (window_end, true)
+            };
+            let fin_only = new && fin && start == end;
+            if start < limit || fin_only {
+                let (t, len) = self.send_segment(
+                    now,
+                    idx,
+                    start,
+                    limit.saturating_sub(start),
+                    fin,
+                    SegmentKind::Redundant,
+                    buf,
+                );
+                let sent_fin = fin && start + len == end;
+                let p = &mut self.paths[idx];
+                p.redundant_next = start + len + u64::from(sent_fin);
+                self.redundant_head = self.redundant_head.max(p.redundant_next);
+                self.tx_round_robin = (idx + 1) % n;
+                self.release_send_buffer();
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// Stock MPTCP's receive-buffer optimisation (seed 002 §II): when the peer's window blocks
+    /// new data, send the segment at the left edge of the window again on another path, and
+    /// halve the window of the path that holds it.
+    fn opportunistic_retransmission(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        if !self.cfg.opportunistic_retransmission || !self.scheduler.opportunistic_retransmission()
+        {
+            return None;
+        }
+        let blocking = self.send.peer_cum;
+        if self.opportunistic_done == Some(blocking) {
+            return None;
+        }
+        let (holder, data) = self.paths.iter().enumerate().find_map(|(i, p)| {
+            p.unacked().find_map(|(_, pkt)| {
+                pkt.data
+                    .filter(|d| d.dsn <= blocking && blocking < d.dsn + u64::from(d.len))
+                    .map(|d| (i, d))
+            })
+        })?;
+        let holder_id = self.paths[holder].id;
+        let idx = self.select(Some(holder_id))?;
+        let (dsn, len) = self
+            .send
+            .first_unacked(data.dsn, u64::from(data.len), u64::MAX)?;
+        let (t, _) = self.send_segment(now, idx, dsn, len, data.fin, SegmentKind::Reinjection, buf);
+        self.opportunistic_done = Some(blocking);
+        self.stats.opportunistic_retransmissions += 1;
+        let h = &mut self.paths[holder];
+        if h.rtt.srtt() > self.paths[idx].rtt.srtt() {
+            self.paths[holder].cc.penalize(now);
+        }
+        Some(t)
+    }
+
+    /// Sends stream bytes from `dsn`, at most `max_len` of them and as many as fit, with the FIN
+    /// if `fin` and they reach the end of the stream. Returns the transmit and the bytes sent.
+    #[allow(clippy::too_many_arguments)]
+    fn send_segment(
+        &mut self,
+        now: Instant,
+        idx: usize,
+        dsn: u64,
+        max_len: u64,
+        fin: bool,
+        kind: SegmentKind,
+        buf: &mut Vec<u8>,
+    ) -> (Transmit, u64) {
+        let limit = self.cfg.max_datagram_size;
+        let seq = self.paths[idx].next_seq;
+        self.header(idx, seq, now).emit(buf);
+        // Piggyback control frames when they leave room for a useful payload.
+        let ctrl = if self.ctrl_queue.is_empty() {
+            Vec::new()
+        } else {
+            self.take_ctrl(buf, limit / 4)
+        };
+        self.write_acks(idx, buf, limit, DATA_PACKET_RANGES);
+        let room = limit.saturating_sub(buf.len() + wire::data_header_len(dsn, limit));
+        let len = max_len.min(room as u64);
+        let end = self.send.end();
+        let fin = fin && dsn + len == end;
+        wire::emit_data_header(buf, dsn, len as usize, fin);
+        self.send.copy_to(dsn, len as usize, buf);
+        if fin {
+            self.send.fin_sent = true;
+        }
+        self.stats.data_packets_sent += 1;
+        if kind == SegmentKind::Reinjection {
+            self.stats.reinjected_packets += 1;
+            self.stats.reinjected_bytes += len;
+            self.paths[idx].stats.reinjected_to += 1;
+        }
+        let cfg = self.cfg.clone();
+        let was_idle = !self.paths[idx].has_outstanding();
+        let size = buf.len() as u32;
+        self.paths[idx].on_sent(
+            now,
+            SentPacket {
+                time: now,
+                size,
+                data: Some(path::DataRef {
+                    dsn,
+                    len: len as u32,
+                    fin,
+                }),
+                ctrl,
+                path_open: false,
+                state: SentState::Outstanding,
+                reinjected: false,
+            },
+            &cfg,
+        );
+        if was_idle {
+            self.update_reinject_timer(idx);
+        }
+        (self.transmit(idx, buf), len)
+    }
+}

@@ -1,0 +1,322 @@
+//! Behaviour of two endpoints over in-memory paths, in virtual time.
+
+mod util;
+
+use std::time::Duration;
+
+use braid_core::reinject::Policy;
+use braid_core::scheduler::Kind;
+use braid_core::{AddrId, Config, Event, Instant, PathCloseReason};
+use util::{Link, Pair, pattern};
+
+fn ms(v: u64) -> Instant {
+    Instant::from_millis(v)
+}
+
+/// Feeds `data` into the client's stream as space allows; finishes the stream at the end.
+fn feeder(data: Vec<u8>) -> impl FnMut(&mut Pair) {
+    let mut pos = 0;
+    move |p: &mut Pair| {
+        if pos < data.len() {
+            pos += p.client.write(&data[pos..]);
+            if pos == data.len() {
+                p.client.finish();
+            }
+        }
+    }
+}
+
+#[test]
+fn first_path_connects_both_ends() {
+    let mut p = Pair::new(Config::default(), vec![Link::new(10)], 1);
+    p.open_all(&[]);
+    p.run_until(ms(100));
+    assert!(p.client.is_established() && p.server.is_established());
+    assert!(p.client_events.contains(&Event::Connected));
+    assert!(p.server_events.contains(&Event::Connected));
+    let est = |ev: &[Event]| {
+        ev.iter()
+            .filter(|e| matches!(e, Event::PathEstablished { .. }))
+            .count()
+    };
+    assert_eq!(est(&p.client_events), 1);
+    assert_eq!(est(&p.server_events), 1);
+    // Both sides measured the RTT of the path open (20 ms).
+    let rtt = p.client.paths().next().unwrap().srtt;
+    assert!(
+        rtt >= Duration::from_millis(20) && rtt < Duration::from_millis(30),
+        "{rtt:?}"
+    );
+}
+
+#[test]
+fn transfer_over_one_lossy_path_is_exact_and_closes() {
+    let mut links = vec![Link::new(15).rate_mbit(20)];
+    links[0].loss = 0.02;
+    let mut p = Pair::new(Config::default(), links, 7);
+    p.open_all(&[]);
+    let data = pattern(2_000_000, 3);
+    p.run_until_with(ms(30_000), feeder(data.clone()));
+    assert_eq!(p.server_received.len(), data.len());
+    assert!(p.server_received == data);
+    assert!(p.server.peer_finished());
+    // The server finishes too; both close gracefully.
+    p.server.finish();
+    p.run_until(ms(32_000));
+    assert!(p.client.is_closed() && p.server.is_closed());
+    let retx: u64 = p.client.paths().map(|i| i.stats.retransmissions).sum();
+    assert!(retx > 0, "2% loss must cause retransmissions");
+}
+
+#[test]
+fn two_paths_aggregate_capacity() {
+    let links = vec![Link::new(10).rate_mbit(10), Link::new(20).rate_mbit(10)];
+    let mut p = Pair::new(Config::default(), links, 1);
+    p.open_all(&[]);
+    let data = pattern(6_000_000, 1);
+    p.run_until_with(ms(60_000), feeder(data.clone()));
+    assert!(p.server_received == data);
+    let done = p.server_reads.last().unwrap().0;
+    // 48 Mbit over 2×10 Mbit/s takes ≥ 2.4 s; one path alone would take ≥ 4.8 s.
+    assert!(done < ms(4_000), "finished at {done:?}");
+    let per_path: Vec<u64> = p
+        .server
+        .paths()
+        .map(|i| i.stats.data_bytes_received)
+        .collect();
+    assert!(per_path.iter().all(|&b| b > 2_000_000), "{per_path:?}");
+}
+
+#[test]
+fn backup_path_idle_until_primary_fails() {
+    let links = vec![Link::new(10).rate_mbit(10), Link::new(5).rate_mbit(10)];
+    let mut p = Pair::new(Config::default(), links, 1);
+    p.open_all(&[false, true]);
+    let data = pattern(8_000_000, 9);
+    let mut feed = feeder(data.clone());
+    p.run_until_with(ms(2_000), &mut feed);
+    let backup_bytes = |p: &Pair| {
+        p.server
+            .paths()
+            .find(|i| i.local == AddrId(1))
+            .map(|i| i.stats.data_bytes_received)
+            .unwrap()
+    };
+    assert_eq!(
+        backup_bytes(&p),
+        0,
+        "a backup path carries nothing while the primary works"
+    );
+    // The server learnt the flag from PATH_OPEN.
+    assert!(p.server.paths().any(|i| i.backup));
+    p.links[0].up = false;
+    p.run_until_with(ms(20_000), &mut feed);
+    assert!(backup_bytes(&p) > 1_000_000);
+    assert!(p.server_received == data);
+}
+
+#[test]
+fn peer_address_removal_closes_paths_and_reinjects() {
+    let mut cfg = Config::default();
+    cfg.remove_addr_delay = Duration::from_millis(100);
+    let links = vec![Link::new(10).rate_mbit(20), Link::new(25).rate_mbit(20)];
+    let mut p = Pair::new(cfg, links, 1);
+    p.open_all(&[]);
+    let data = pattern(4_000_000, 5);
+    let mut feed = feeder(data.clone());
+    p.run_until_with(ms(500), &mut feed);
+    p.links[0].up = false;
+    p.client.local_addr_lost(p.now, AddrId(0));
+    p.run_until_with(ms(20_000), &mut feed);
+    assert!(p.server_received == data);
+    assert!(p.client_events.contains(&Event::PathClosed {
+        path: braid_core::PathId(0),
+        reason: PathCloseReason::LocalAddrRemoved,
+    }));
+    // The client is the sender here; the server learnt of the removal through REMOVE_ADDR.
+    assert!(
+        p.server_events
+            .contains(&Event::PeerAddrRemoved { id: AddrId(0) })
+    );
+    assert_eq!(p.server.paths().count(), 1);
+}
+
+#[test]
+fn redundant_sends_everything_on_every_path() {
+    let mut cfg = Config::default();
+    cfg.scheduler = Kind::Redundant.factory();
+    let links = vec![Link::new(10).rate_mbit(10), Link::new(12).rate_mbit(10)];
+    let mut p = Pair::new(cfg, links, 1);
+    p.open_all(&[]);
+    let data = pattern(1_000_000, 2);
+    p.run_until_with(ms(10_000), feeder(data.clone()));
+    assert!(p.server_received == data);
+    let st = p.server.stats();
+    // Most bytes arrived twice (a path that recovers from a loss skips what the peer already
+    // acknowledged).
+    assert!(
+        st.duplicate_bytes_received > 700_000,
+        "{}",
+        st.duplicate_bytes_received
+    );
+    // The stream moved at the pace of the slower path: no more than one copy per path.
+    assert!(st.duplicate_bytes_received <= data.len() as u64);
+}
+
+#[test]
+fn redundant_survives_a_path_loss_without_a_gap() {
+    let mut cfg = Config::default();
+    cfg.scheduler = Kind::Redundant.factory();
+    let mut links = vec![Link::new(10).rate_mbit(10), Link::new(12).rate_mbit(20)];
+    for l in &mut links {
+        l.max_queue = Duration::from_millis(20);
+    }
+    let mut p = Pair::new(cfg, links, 1);
+    p.open_all(&[]);
+    let data = pattern(4_000_000, 2);
+    let mut feed = feeder(data.clone());
+    p.run_until_with(ms(1_000), &mut feed);
+    let cut = p.now;
+    p.links[1].up = false;
+    p.run_until_with(ms(10_000), &mut feed);
+    assert!(p.server_received == data);
+    // The surviving path already carries every byte: during the handover the application
+    // waits at most for that path's queue (20 ms) and the difference in propagation delay,
+    // never for a timeout. (Later gaps are the survivor's own loss recovery.)
+    let gap = p.max_server_gap(cut, cut + Duration::from_millis(100));
+    assert!(gap < Duration::from_millis(25), "gap {gap:?}");
+}
+
+fn handover_gap(policy: Policy) -> Duration {
+    let mut cfg = Config::default();
+    cfg.reinjection = policy.shared();
+    cfg.remove_addr_delay = Duration::from_secs(5);
+    let links = vec![Link::new(15).rate_mbit(30), Link::new(25).rate_mbit(30)];
+    let mut p = Pair::new(cfg, links, 1);
+    p.open_all(&[]);
+    // A constant-rate stream: 1400 bytes every 2 ms.
+    let mut next = ms(0);
+    let chunk = vec![7u8; 1400];
+    let mut tick = move |p: &mut Pair| {
+        while next <= p.now {
+            p.client.write(&chunk);
+            next += Duration::from_millis(2);
+        }
+    };
+    p.run_until_with(ms(3_000), &mut tick);
+    let cut = p.now;
+    p.links[0].up = false;
+    p.run_until_with(ms(6_000), &mut tick);
+    p.max_server_gap(cut, ms(6_000))
+}
+
+#[test]
+fn rej_reinjects_faster_than_stock_rto() {
+    let stock = handover_gap(Policy::Stock);
+    let pto = handover_gap(Policy::Pto);
+    let rej = handover_gap(Policy::from_name("rej1").unwrap());
+    // Stock waits for PTO + RTO (≥ 200 ms RTO_min); REJ for about one RTT.
+    assert!(stock > Duration::from_millis(250), "stock {stock:?}");
+    assert!(pto < stock, "pto {pto:?} stock {stock:?}");
+    assert!(rej < Duration::from_millis(100), "rej {rej:?}");
+}
+
+#[test]
+fn path_declared_broken_after_backoffs() {
+    let mut cfg = Config::default();
+    cfg.broken_after_backoffs = 3;
+    let links = vec![Link::new(10), Link::new(10)];
+    let mut p = Pair::new(cfg, links, 1);
+    p.open_all(&[]);
+    p.run_until(ms(200));
+    p.links[1].up = false;
+    let data = pattern(100_000, 1);
+    p.run_until_with(ms(30_000), feeder(data.clone()));
+    assert!(p.server_received == data);
+    assert!(p.client_events.iter().any(|e| matches!(
+        e,
+        Event::PathClosed {
+            reason: PathCloseReason::Broken,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn set_backup_is_signalled_to_the_peer() {
+    let links = vec![Link::new(10), Link::new(10)];
+    let mut p = Pair::new(Config::default(), links, 1);
+    p.open_all(&[]);
+    p.run_until(ms(200));
+    let id = p.client.paths().next().unwrap().id;
+    p.client.set_backup(id, true).unwrap();
+    p.run_until(ms(400));
+    assert!(p.server.path(id).unwrap().backup);
+    assert!(p.server_events.contains(&Event::PathPriority {
+        path: id,
+        backup: true,
+        by_peer: true
+    }));
+    p.client.set_backup(id, false).unwrap();
+    p.run_until(ms(600));
+    assert!(!p.server.path(id).unwrap().backup);
+}
+
+#[test]
+fn paths_added_and_removed_during_transfer() {
+    let links = vec![
+        Link::new(10).rate_mbit(20),
+        Link::new(20).rate_mbit(20),
+        Link::new(30).rate_mbit(20),
+    ];
+    let mut p = Pair::new(Config::default(), links, 3);
+    p.client
+        .open_path(Instant::ZERO, AddrId(0), AddrId(0), false)
+        .unwrap();
+    let data = pattern(6_000_000, 4);
+    let mut feed = feeder(data.clone());
+    p.run_until_with(ms(500), &mut feed);
+    let b = p
+        .client
+        .open_path(p.now, AddrId(1), AddrId(1), false)
+        .unwrap();
+    p.run_until_with(ms(1_000), &mut feed);
+    p.client
+        .open_path(p.now, AddrId(2), AddrId(2), false)
+        .unwrap();
+    p.run_until_with(ms(1_500), &mut feed);
+    p.client.close_path(b).unwrap();
+    p.run_until_with(ms(20_000), &mut feed);
+    assert!(p.server_received == data);
+    assert_eq!(p.server.paths().count(), 2);
+}
+
+#[test]
+fn arbitrary_datagrams_are_dropped_and_counted() {
+    let mut p = Pair::new(Config::default(), vec![Link::new(5)], 1);
+    p.open_all(&[]);
+    p.run_until(ms(100));
+    let before = p.server.stats().dropped.total();
+    for d in [
+        &b""[..],
+        b"\x10",
+        b"\x10\x00\x00\x00\x00\x00\xff\x7f",
+        b"\xff\xff\xff",
+    ] {
+        assert!(p.server.handle_datagram(p.now, d).is_err());
+    }
+    assert_eq!(p.server.stats().dropped.total(), before + 4);
+    // A packet on an unknown path without PATH_OPEN is refused.
+    let mut buf = Vec::new();
+    braid_core::wire::Header {
+        path: braid_core::PathId(40),
+        seq: 0,
+        timestamp: 0,
+    }
+    .emit(&mut buf);
+    braid_core::wire::Frame::Ping.emit(&mut buf);
+    assert_eq!(
+        p.server.handle_datagram(p.now, &buf),
+        Err(braid_core::DropReason::UnknownPath)
+    );
+}
