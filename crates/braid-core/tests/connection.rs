@@ -117,8 +117,10 @@ fn backup_path_idle_until_primary_fails() {
 
 #[test]
 fn peer_address_removal_closes_paths_and_reinjects() {
-    let mut cfg = Config::default();
-    cfg.remove_addr_delay = Duration::from_millis(100);
+    let cfg = Config {
+        remove_addr_delay: Duration::from_millis(100),
+        ..Config::default()
+    };
     let links = vec![Link::new(10).rate_mbit(20), Link::new(25).rate_mbit(20)];
     let mut p = Pair::new(cfg, links, 1);
     p.open_all(&[]);
@@ -143,8 +145,10 @@ fn peer_address_removal_closes_paths_and_reinjects() {
 
 #[test]
 fn redundant_sends_everything_on_every_path() {
-    let mut cfg = Config::default();
-    cfg.scheduler = Kind::Redundant.factory();
+    let cfg = Config {
+        scheduler: Kind::Redundant.factory(),
+        ..Config::default()
+    };
     let links = vec![Link::new(10).rate_mbit(10), Link::new(12).rate_mbit(10)];
     let mut p = Pair::new(cfg, links, 1);
     p.open_all(&[]);
@@ -165,8 +169,10 @@ fn redundant_sends_everything_on_every_path() {
 
 #[test]
 fn redundant_survives_a_path_loss_without_a_gap() {
-    let mut cfg = Config::default();
-    cfg.scheduler = Kind::Redundant.factory();
+    let cfg = Config {
+        scheduler: Kind::Redundant.factory(),
+        ..Config::default()
+    };
     let mut links = vec![Link::new(10).rate_mbit(10), Link::new(12).rate_mbit(20)];
     for l in &mut links {
         l.max_queue = Duration::from_millis(20);
@@ -188,9 +194,11 @@ fn redundant_survives_a_path_loss_without_a_gap() {
 }
 
 fn handover_gap(policy: Policy) -> Duration {
-    let mut cfg = Config::default();
-    cfg.reinjection = policy.shared();
-    cfg.remove_addr_delay = Duration::from_secs(5);
+    let cfg = Config {
+        reinjection: policy.shared(),
+        remove_addr_delay: Duration::from_secs(5),
+        ..Config::default()
+    };
     let links = vec![Link::new(15).rate_mbit(30), Link::new(25).rate_mbit(30)];
     let mut p = Pair::new(cfg, links, 1);
     p.open_all(&[]);
@@ -223,8 +231,10 @@ fn rej_reinjects_faster_than_stock_rto() {
 
 #[test]
 fn path_declared_broken_after_backoffs() {
-    let mut cfg = Config::default();
-    cfg.broken_after_backoffs = 3;
+    let cfg = Config {
+        broken_after_backoffs: 3,
+        ..Config::default()
+    };
     let links = vec![Link::new(10), Link::new(10)];
     let mut p = Pair::new(cfg, links, 1);
     p.open_all(&[]);

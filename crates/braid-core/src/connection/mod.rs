@@ -215,6 +215,11 @@ pub struct Connection {
     redundant_wakeup: Option<Instant>,
     /// The latest time passed in by the driver.
     now: Instant,
+    /// Persist timer (RFC 9293 §3.8.6.1): probe a closed receive window when nothing is in
+    /// flight, so that a lost window update cannot stall the stream.
+    persist: Option<Instant>,
+    /// The persist timer expired: send a probe at the next opportunity.
+    persist_due: bool,
     last_rx: Instant,
     tx_round_robin: usize,
     stats: ConnectionStats,
@@ -256,6 +261,8 @@ impl Connection {
             advertised_edge: 0,
             redundant_head: 0,
             redundant_wakeup: None,
+            persist: None,
+            persist_due: false,
             now,
             last_rx: now,
             tx_round_robin: 0,
@@ -307,6 +314,21 @@ impl Connection {
     /// Bytes written but not yet acknowledged by the peer.
     pub fn send_buffered(&self) -> u64 {
         self.send.buffered()
+    }
+
+    #[doc(hidden)]
+    pub fn debug_send_state(&self) -> String {
+        format!(
+            "next {} end {} peer_cum {} window_end {} fin {} reinjq {} ctrlq {} state {:?}",
+            self.send.next,
+            self.send.end(),
+            self.send.peer_cum,
+            self.send.peer_window_end,
+            self.send.fin,
+            self.reinject_queue.len(),
+            self.ctrl_queue.len(),
+            self.state
+        )
     }
 
     /// Everything written was acknowledged.
@@ -503,6 +525,7 @@ impl Connection {
             .chain(removals)
             .chain(idle)
             .chain(self.redundant_wakeup)
+            .chain(self.persist)
             .min()
     }
 
@@ -512,6 +535,10 @@ impl Connection {
         if self.redundant_wakeup.is_some_and(|t| t <= now) {
             // Re-evaluated by the next poll_transmit.
             self.redundant_wakeup = None;
+        }
+        if self.persist.is_some_and(|t| t <= now) {
+            self.persist = None;
+            self.persist_due = true;
         }
         let due: Vec<_> = self
             .pending_removals

@@ -174,10 +174,20 @@ impl Connection {
             self.emit_ctrl(c, buf);
             eliciting = true;
         }
-        // The data, unless the peer already has it (through a reinjection, say).
-        let data = data.filter(|d| {
-            !self.send.range_acked(d.dsn, u64::from(d.len), d.fin)
-                && self.send.holds(d.dsn, u64::from(d.len))
+        // The part of the data the peer does not have yet (it may have received some of it
+        // through a reinjection, and the acknowledged part may be released already).
+        let data = data.and_then(|d| {
+            let end = d.dsn + u64::from(d.len);
+            if self.send.range_acked(d.dsn, u64::from(d.len), d.fin) {
+                return None;
+            }
+            let start = d.dsn.max(self.send.peer_cum).min(end);
+            debug_assert!(self.send.holds(start, end - start));
+            Some(path::DataRef {
+                dsn: start,
+                len: (end - start) as u32,
+                fin: d.fin,
+            })
         });
         let data_len = data.map_or(0, |d| {
             wire::data_header_len(d.dsn, d.len as usize) + d.len as usize
@@ -445,7 +455,13 @@ impl Connection {
             return Some(t);
         }
         if self.scheduler.is_redundant() {
-            return self.send_redundant(now, buf);
+            if let Some(t) = self.send_redundant(now, buf) {
+                return Some(t);
+            }
+            if self.send.peer_window_end < self.send.end() {
+                return self.persist_probe(now, buf);
+            }
+            return None;
         }
         let window_end = self.send.peer_window_end.min(self.send.end());
         let next = self.send.next;
@@ -465,9 +481,55 @@ impl Connection {
             return Some(t);
         }
         if next < self.send.end() {
-            return self.opportunistic_retransmission(now, buf);
+            if let Some(t) = self.opportunistic_retransmission(now, buf) {
+                return Some(t);
+            }
+            return self.persist_probe(now, buf);
         }
+        self.persist = None;
+        self.persist_due = false;
         None
+    }
+
+    /// The peer's window is closed: if nothing is in flight to bring a window update back,
+    /// probe after an RTO (the probe is tracked, so its loss is recovered like any packet's).
+    fn persist_probe(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if self.paths.iter().any(|p| p.has_outstanding()) {
+            self.persist = None;
+            self.persist_due = false;
+            return None;
+        }
+        let Some(idx) = self.best_path(None) else {
+            self.persist = None;
+            return None;
+        };
+        if !self.persist_due {
+            if self.persist.is_none() {
+                self.persist = Some(now + self.paths[idx].rto(&self.cfg));
+            }
+            return None;
+        }
+        self.persist_due = false;
+        let seq = self.paths[idx].next_seq;
+        self.header(idx, seq, now).emit(buf);
+        self.write_acks(idx, buf, self.cfg.max_datagram_size, DATA_PACKET_RANGES);
+        Frame::Ping.emit(buf);
+        let cfg = self.cfg.clone();
+        let size = buf.len() as u32;
+        self.paths[idx].on_sent(
+            now,
+            SentPacket {
+                time: now,
+                size,
+                data: None,
+                ctrl: Vec::new(),
+                path_open: false,
+                state: SentState::Outstanding,
+                reinjected: false,
+            },
+            &cfg,
+        );
+        Some(self.transmit(idx, buf))
     }
 
     fn send_reinjection(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
@@ -475,11 +537,9 @@ impl Connection {
             let d = r.data;
             let end = d.dsn + u64::from(d.len);
             let fin_pending = d.fin && !self.send.is_acked(end);
-            let range = if self.send.holds(d.dsn, u64::from(d.len)) {
-                self.send.first_unacked(d.dsn, u64::from(d.len), u64::MAX)
-            } else {
-                None
-            };
+            // Everything the peer has not acknowledged is still held, even when the start of
+            // the range was released already.
+            let range = self.send.first_unacked(d.dsn, u64::from(d.len), u64::MAX);
             let (dsn, len) = match range {
                 Some(r) => r,
                 None if fin_pending => (end, 0),

@@ -73,6 +73,8 @@ pub struct Pair {
     /// Arrival times of in-order bytes at the server application: (time, bytes read).
     pub server_reads: Vec<(Instant, usize)>,
     pub datagrams: u64,
+    /// When set, every datagram sent is recorded here.
+    pub capture: Option<Vec<Vec<u8>>>,
 }
 
 impl Pair {
@@ -92,6 +94,7 @@ impl Pair {
             server_events: Vec::new(),
             server_reads: Vec::new(),
             datagrams: 0,
+            capture: None,
         }
     }
 
@@ -128,6 +131,10 @@ impl Pair {
                     break;
                 };
                 self.datagrams += 1;
+                if let Some(c) = &mut self.capture {
+                    c.push(buf.clone());
+                }
+                trace_datagram(self.now, to_server, "send", &buf);
                 let link_idx = t.local.0 as usize;
                 let link = &mut self.links[link_idx];
                 if !link.up || (link.loss > 0.0 && self.rng.random::<f64>() < link.loss) {
@@ -135,12 +142,12 @@ impl Pair {
                 }
                 let dir = usize::from(!to_server);
                 let mut depart = self.now;
-                if link.rate > 0 {
+                if let Some(per_byte_ns) = 1_000_000_000u64.checked_div(link.rate) {
                     let start = link.busy_until[dir].max(self.now);
                     if start - self.now > link.max_queue {
                         continue;
                     }
-                    let tx = Duration::from_nanos(buf.len() as u64 * 1_000_000_000 / link.rate);
+                    let tx = Duration::from_nanos(buf.len() as u64 * per_byte_ns);
                     depart = start + tx;
                     link.busy_until[dir] = depart;
                 }
@@ -202,7 +209,20 @@ impl Pair {
 
     /// Runs until `until`, calling `tick` after every step (to feed the application).
     pub fn run_until_with(&mut self, until: Instant, mut tick: impl FnMut(&mut Pair)) {
+        let mut same_instant = 0u32;
+        let mut last = self.now;
         loop {
+            if self.now == last {
+                same_instant += 1;
+                assert!(
+                    same_instant < 1_000_000,
+                    "livelock at {:?}: time does not advance",
+                    self.now
+                );
+            } else {
+                same_instant = 0;
+                last = self.now;
+            }
             tick(self);
             self.send_all();
             self.drain_apps();
@@ -212,6 +232,7 @@ impl Pair {
                 .flatten()
                 .min();
             let Some(next) = [next_packet, next_timer].into_iter().flatten().min() else {
+                self.now = self.now.max(until);
                 return;
             };
             if next > until {
@@ -228,6 +249,7 @@ impl Pair {
                 if !self.links[p.link].up {
                     continue;
                 }
+                trace_datagram(self.now, p.to_server, "recv", &p.data);
                 let conn = if p.to_server {
                     &mut self.server
                 } else {
@@ -256,8 +278,7 @@ impl Pair {
             .server_reads
             .iter()
             .map(|(t, _)| *t)
-            .filter(|t| *t < from)
-            .last();
+            .rfind(|t| *t < from);
         let times: Vec<_> = before
             .into_iter()
             .chain(
@@ -272,6 +293,59 @@ impl Pair {
             .map(|w| w[1] - w[0])
             .max()
             .unwrap_or_default()
+    }
+}
+
+/// With BRAID_TRACE_DSN=N set, prints every datagram whose DATA covers stream byte N.
+fn trace_datagram(now: Instant, to_server: bool, what: &str, d: &[u8]) {
+    let Some(dsn) = std::env::var("BRAID_TRACE_DSN")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let Ok((h, frames)) = braid_core::wire::parse(d) else {
+        return;
+    };
+    let dack_hit = std::env::var("BRAID_TRACE_DACK").is_ok()
+        && frames.iter().any(|f| {
+            matches!(f, braid_core::wire::Frame::DataAck { cum, ranges, .. }
+                if *cum <= dsn + 1 && ranges.iter().any(|(s, e)| s <= dsn + 1 && dsn <= e))
+        });
+    let hit = dack_hit
+        || frames.iter().any(|f| {
+            matches!(f, braid_core::wire::Frame::Data { dsn: s, payload, .. }
+            if *s <= dsn && dsn < *s + payload.len() as u64)
+        });
+    if hit {
+        let summary: Vec<String> = frames
+            .iter()
+            .map(|f| match f {
+                braid_core::wire::Frame::Data { dsn, payload, fin } => {
+                    format!(
+                        "DATA[{}..{}){}",
+                        dsn,
+                        dsn + payload.len() as u64,
+                        if *fin { " FIN" } else { "" }
+                    )
+                }
+                braid_core::wire::Frame::Ack { cum, .. } => format!("ACK({cum})"),
+                braid_core::wire::Frame::DataAck { cum, ranges, .. } => {
+                    format!(
+                        "DACK({cum} {:?})",
+                        ranges.iter().take(3).collect::<Vec<_>>()
+                    )
+                }
+                other => format!("{other:?}"),
+            })
+            .collect();
+        eprintln!(
+            "{now:?} {what} {} {:?} seq {} {:?}",
+            if to_server { "c->s" } else { "s->c" },
+            h.path,
+            h.seq,
+            summary
+        );
     }
 }
 
