@@ -25,6 +25,6 @@ pub use config::Config;
 pub use connection::{
     CloseReason, Connection, Error, Event, PathCloseReason, PathInfo, Side, Transmit,
 };
-pub use stats::{ConnectionStats, DropReason, Drops, PathStats};
+pub use stats::{AddrStats, ConnectionStats, DropReason, Drops, PathStats};
 pub use time::Instant;
 pub use wire::{AddrId, PathId};

@@ -54,6 +54,12 @@ impl RangeSet {
             .is_some_and(|&(s, e)| s <= start && end <= e)
     }
 
+    /// The first range that ends after `v` (it may contain `v` or lie above it).
+    pub fn first_ending_after(&self, v: u64) -> Option<(u64, u64)> {
+        let i = self.ranges.partition_point(|&(_, e)| e <= v);
+        self.ranges.get(i).copied()
+    }
+
     /// Inserts `[start, end)`; returns how many values were new.
     pub fn insert(&mut self, start: u64, end: u64) -> u64 {
         if start >= end {

@@ -107,3 +107,14 @@ pub struct ConnectionStats {
     pub paths_closed: u64,
     pub dropped: Drops,
 }
+
+/// Counters of one local address (interface), kept across the paths that used it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct AddrStats {
+    /// Stream bytes received in DATA frames on paths of this address (duplicates included).
+    pub data_bytes_received: u64,
+    /// Stream bytes sent in DATA frames on paths of this address (retransmissions included).
+    pub data_bytes_sent: u64,
+    pub datagrams_received: u64,
+    pub datagrams_sent: u64,
+}

@@ -1,1 +1,18 @@
+//! braid-sim: a deterministic discrete-event simulator that drives the same `braid-core`
+//! connection the daemon ships, in virtual time.
+//!
+//! [`scenario`] loads TOML scenario files into variants; [`world`] runs one variant with one
+//! seed and records what happened; [`metrics`] turns the record into the seed papers' metrics;
+//! [`runner`] runs variants × repetitions in parallel; [`report`] prints tables, JSON and CSV.
 
+#![deny(unsafe_code)]
+
+pub mod bench;
+pub mod link;
+pub mod metrics;
+pub mod report;
+pub mod runner;
+pub mod scenario;
+pub mod trace;
+pub mod units;
+pub mod world;

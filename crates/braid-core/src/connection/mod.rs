@@ -32,7 +32,7 @@ use crate::cc::PathCc;
 use crate::config::Config;
 use crate::reinject::Trigger;
 use crate::scheduler::{PathView, Scheduler};
-use crate::stats::{ConnectionStats, PathStats};
+use crate::stats::{AddrStats, ConnectionStats, PathStats};
 use crate::wire::{AddrId, PathId};
 
 use path::{Ctrl, DataRef, Path, PathTimer};
@@ -223,6 +223,8 @@ pub struct Connection {
     last_rx: Instant,
     tx_round_robin: usize,
     stats: ConnectionStats,
+    /// Counters per local address, surviving path closes.
+    addr_stats: Vec<(AddrId, AddrStats)>,
     coupling_scratch: Vec<PathCc>,
     view_scratch: Vec<PathView>,
 }
@@ -267,6 +269,7 @@ impl Connection {
             last_rx: now,
             tx_round_robin: 0,
             stats: ConnectionStats::default(),
+            addr_stats: Vec::new(),
             coupling_scratch: Vec::new(),
             view_scratch: Vec::new(),
             cfg,
@@ -294,6 +297,22 @@ impl Connection {
 
     pub fn stats(&self) -> &ConnectionStats {
         &self.stats
+    }
+
+    /// Counters per local address (interface), including paths closed since.
+    pub fn addr_stats(&self) -> impl Iterator<Item = (AddrId, &AddrStats)> + '_ {
+        self.addr_stats.iter().map(|(a, s)| (*a, s))
+    }
+
+    fn addr_stats_mut(&mut self, a: AddrId) -> &mut AddrStats {
+        let i = match self.addr_stats.iter().position(|(x, _)| *x == a) {
+            Some(i) => i,
+            None => {
+                self.addr_stats.push((a, AddrStats::default()));
+                self.addr_stats.len() - 1
+            }
+        };
+        &mut self.addr_stats[i].1
     }
 
     /// Bytes currently held for reordering at the receiver.

@@ -179,6 +179,9 @@ pub(crate) struct Path {
     base_seq: u64,
     sent: VecDeque<SentPacket>,
     pub in_flight: u64,
+    /// Packets in state Outstanding and Lost.
+    outstanding_pkts: usize,
+    lost_pkts: usize,
     pub rtt: RttEstimator,
     pub cc: Box<dyn Controller>,
     /// Consecutive RTO expirations without progress.
@@ -236,6 +239,8 @@ impl Path {
             base_seq: 0,
             sent: VecDeque::new(),
             in_flight: 0,
+            outstanding_pkts: 0,
+            lost_pkts: 0,
             rtt: RttEstimator::new(cfg.initial_rtt),
             cc: cfg.congestion.build(now, mss),
             backoff: 0,
@@ -292,19 +297,13 @@ impl Path {
             .min()
     }
 
-    /// Outstanding (unacknowledged, not lost) ack-eliciting packets.
+    /// Unacknowledged ack-eliciting packets (in flight or waiting for retransmission).
     pub fn has_outstanding(&self) -> bool {
-        self.sent
-            .iter()
-            .any(|p| matches!(p.state, SentState::Outstanding | SentState::Lost))
+        self.outstanding_pkts + self.lost_pkts > 0
     }
 
     fn outstanding_count(&self) -> usize {
-        self.sent
-            .iter()
-            .filter(|p| p.state == SentState::Outstanding)
-            .count()
-            .min(2)
+        self.outstanding_pkts
     }
 
     pub fn packet(&self, seq: u64) -> Option<&SentPacket> {
@@ -363,6 +362,7 @@ impl Path {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.in_flight += u64::from(pkt.size);
+        self.outstanding_pkts += 1;
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += u64::from(pkt.size);
         if let Some(d) = pkt.data {
@@ -378,13 +378,18 @@ impl Path {
         let Some(p) = self.packet_mut(seq) else {
             return;
         };
-        let was_outstanding = p.state == SentState::Outstanding;
+        let was = p.state;
         let old_size = p.size;
         p.state = SentState::Outstanding;
         p.time = now;
         p.size = size;
-        if was_outstanding {
-            self.in_flight -= u64::from(old_size);
+        match was {
+            SentState::Outstanding => self.in_flight -= u64::from(old_size),
+            SentState::Lost => {
+                self.lost_pkts -= 1;
+                self.outstanding_pkts += 1;
+            }
+            SentState::Sacked => self.outstanding_pkts += 1,
         }
         self.in_flight += u64::from(size);
         self.stats.packets_sent += 1;
@@ -475,10 +480,12 @@ impl Path {
             match p.state {
                 SentState::Outstanding => {
                     self.in_flight -= u64::from(p.size);
+                    self.outstanding_pkts -= 1;
                     out.newly_acked += u64::from(p.size);
                     progress = true;
                 }
                 SentState::Lost => {
+                    self.lost_pkts -= 1;
                     out.newly_acked += u64::from(p.size);
                     progress = true;
                 }
@@ -509,10 +516,12 @@ impl Path {
                 match was {
                     SentState::Outstanding => {
                         self.in_flight -= size;
+                        self.outstanding_pkts -= 1;
                         out.newly_acked += size;
                         progress = true;
                     }
                     SentState::Lost => {
+                        self.lost_pkts -= 1;
                         out.newly_acked += size;
                         progress = true;
                     }
@@ -586,6 +595,8 @@ impl Path {
                 p.state = SentState::Lost;
                 let (size, time) = (u64::from(p.size), p.time);
                 self.in_flight -= size;
+                self.outstanding_pkts -= 1;
+                self.lost_pkts += 1;
                 self.lost.push_back(seq);
                 first_lost_sent.get_or_insert(time);
                 newly += 1;
@@ -626,6 +637,8 @@ impl Path {
             }
         }
         self.in_flight = 0;
+        self.lost_pkts += self.outstanding_pkts;
+        self.outstanding_pkts = 0;
         self.loss_floor = self.next_seq;
         self.recovery_point = Some(self.next_seq);
         self.loss_rate = self.loss_rate * (1.0 - 1.0 / 16.0) + 1.0 / 16.0;

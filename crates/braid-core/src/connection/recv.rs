@@ -5,6 +5,9 @@ use super::*;
 use crate::stats::DropReason;
 use crate::wire::{self, Frame};
 
+/// Frames of a datagram kept on the stack while it is validated.
+const INLINE_FRAMES: usize = 8;
+
 impl Connection {
     /// Processes one received datagram. A bad datagram is dropped whole, counted by reason in
     /// [`ConnectionStats::dropped`], and its reason returned; it never panics and never changes
@@ -22,10 +25,13 @@ impl Connection {
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
         let (header, frames) = wire::parse_header(datagram).map_err(DropReason::Malformed)?;
-        // Validate every frame before acting on any.
+        // Validate every frame before acting on any; most packets have a handful of frames,
+        // kept on the stack.
+        let mut parsed: [Option<Frame<'_>>; INLINE_FRAMES] = Default::default();
+        let mut spill: Vec<Frame<'_>> = Vec::new();
         let mut ack_eliciting = false;
         let mut open = None;
-        for f in frames.clone() {
+        for (count, f) in frames.enumerate() {
             let f = f.map_err(DropReason::Malformed)?;
             ack_eliciting |= f.is_ack_eliciting();
             if let Frame::PathOpen {
@@ -35,6 +41,11 @@ impl Connection {
             } = f
             {
                 open = Some((local, remote, backup));
+            }
+            if count < INLINE_FRAMES {
+                parsed[count] = Some(f);
+            } else {
+                spill.push(f);
             }
         }
         // After a graceful close, keep acknowledging on known paths so that the peer can
@@ -49,23 +60,22 @@ impl Connection {
             None => self.accept_path(now, header.path, open)?,
         };
         self.last_rx = now;
-        let cfg = self.cfg.clone();
+        let local = self.paths[idx].local;
+        self.addr_stats_mut(local).datagrams_received += 1;
         self.paths[idx].on_packet_received(
             now,
             header.seq,
             header.timestamp,
             datagram.len(),
             ack_eliciting,
-            &cfg,
+            &self.cfg,
         );
         if open.is_some() {
             // Acknowledge PATH_OPEN at once: it gives the opener its first RTT sample.
             self.paths[idx].rx.ack_now = true;
         }
         let mut to_close = Vec::new();
-        for f in frames {
-            // Validated above.
-            let Ok(f) = f else { break };
+        for f in parsed.into_iter().flatten().chain(spill) {
             self.process_frame(now, idx, f, &mut to_close);
         }
         for (id, reason) in to_close {
@@ -150,6 +160,8 @@ impl Connection {
             Frame::Data { dsn, fin, payload } => {
                 let p = &mut self.paths[idx];
                 p.stats.data_bytes_received += payload.len() as u64;
+                let local = p.local;
+                self.addr_stats_mut(local).data_bytes_received += payload.len() as u64;
                 match self.recv.insert(dsn, payload, fin) {
                     Ok(r) => {
                         self.stats.data_bytes_received += r.new;
@@ -240,10 +252,9 @@ impl Connection {
             }
         }
         let echo = now.from_wire_echo(ts_echo);
-        let cfg = self.cfg.clone();
         let p = &mut self.paths[idx];
         let was_pf = p.pf;
-        let out = p.on_ack(now, cum, echo, ranges, &cfg, &self.coupling_scratch);
+        let out = p.on_ack(now, cum, echo, ranges, &self.cfg, &self.coupling_scratch);
         if was_pf && !p.pf {
             self.events.push_back(Event::PathRecovered { path: p.id });
         }

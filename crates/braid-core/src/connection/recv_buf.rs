@@ -6,13 +6,108 @@ use std::collections::{BTreeMap, VecDeque};
 
 use crate::range_set::RangeSet;
 
+/// In-order bytes are kept in chunks so that a reordered segment moves into the in-order queue
+/// without being copied again.
+const CHUNK: usize = 16 * 1024;
+/// Buffers kept for reuse.
+const SPARE_BUFFERS: usize = 64;
+
+/// In-order bytes not yet read: a queue of chunks, the first one partly consumed.
+#[derive(Debug, Default)]
+struct Ready {
+    chunks: VecDeque<Vec<u8>>,
+    /// Bytes of the first chunk already read.
+    head: usize,
+    len: usize,
+}
+
+impl Ready {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies bytes to the end, filling the last chunk first.
+    fn extend(&mut self, data: &[u8], spare: &mut Vec<Vec<u8>>) {
+        if data.is_empty() {
+            return;
+        }
+        self.len += data.len();
+        if let Some(last) = self.chunks.back_mut()
+            && last.capacity() - last.len() >= data.len()
+        {
+            last.extend_from_slice(data);
+            return;
+        }
+        let mut v = spare.pop().unwrap_or_default();
+        v.clear();
+        v.reserve(data.len().max(CHUNK));
+        v.extend_from_slice(data);
+        self.chunks.push_back(v);
+    }
+
+    /// Appends a whole buffer, skipping its first `skip` bytes, without copying.
+    fn push_chunk(&mut self, mut v: Vec<u8>, skip: usize, spare: &mut Vec<Vec<u8>>) {
+        if skip >= v.len() {
+            recycle(spare, v);
+            return;
+        }
+        if skip > 0 {
+            v.drain(..skip);
+        }
+        self.len += v.len();
+        self.chunks.push_back(v);
+    }
+
+    /// Copies up to `buf.len()` bytes out, or drops them when `buf` is `None`.
+    fn take(
+        &mut self,
+        mut max: usize,
+        mut buf: Option<&mut [u8]>,
+        spare: &mut Vec<Vec<u8>>,
+    ) -> usize {
+        let mut n = 0;
+        max = max.min(self.len);
+        while n < max {
+            let Some(front) = self.chunks.front() else {
+                break;
+            };
+            let avail = front.len() - self.head;
+            let k = avail.min(max - n);
+            if let Some(b) = buf.as_deref_mut() {
+                b[n..n + k].copy_from_slice(&front[self.head..self.head + k]);
+            }
+            n += k;
+            self.head += k;
+            if self.head == front.len() {
+                let v = self.chunks.pop_front().expect("front exists");
+                recycle(spare, v);
+                self.head = 0;
+            }
+        }
+        self.len -= n;
+        n
+    }
+}
+
+fn recycle(spare: &mut Vec<Vec<u8>>, mut v: Vec<u8>) {
+    if spare.len() < SPARE_BUFFERS && v.capacity() <= 4 * CHUNK {
+        v.clear();
+        spare.push(v);
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct RecvBuf {
     capacity: u64,
     /// Next in-order data sequence number.
     cum: u64,
     /// In-order bytes not yet read by the application.
-    ready: VecDeque<u8>,
+    ready: Ready,
+    spare: Vec<Vec<u8>>,
     /// Out-of-order bytes, keyed by their first data sequence number; disjoint.
     ooo: BTreeMap<u64, Vec<u8>>,
     ooo_ranges: RangeSet,
@@ -37,7 +132,8 @@ impl RecvBuf {
         RecvBuf {
             capacity,
             cum: 0,
-            ready: VecDeque::new(),
+            ready: Ready::default(),
+            spare: Vec::new(),
             ooo: BTreeMap::new(),
             ooo_ranges: RangeSet::new(),
             ooo_bytes: 0,
@@ -130,7 +226,8 @@ impl RecvBuf {
                 _ => stop,
             };
             let off = (start - dsn) as usize;
-            self.ready.extend(&data[off..off + (upto - start) as usize]);
+            self.ready
+                .extend(&data[off..off + (upto - start) as usize], &mut self.spare);
             r.new += upto - start;
             self.cum = upto;
             let rest_from = upto;
@@ -153,39 +250,39 @@ impl RecvBuf {
         stop: u64,
         mut r: Received,
     ) -> Received {
-        // The parts of [start, stop) not held yet.
-        let mut gaps = Vec::new();
+        // Store the parts of [start, stop) not held yet, gap by gap.
         let mut cursor = start;
-        for (s, e) in self.ooo_ranges.iter() {
-            if e <= cursor {
-                continue;
+        let mut new = 0;
+        while cursor < stop {
+            // The first held range that ends after the cursor.
+            let next = self.ooo_ranges.first_ending_after(cursor);
+            let (gap_end, resume) = match next {
+                Some((s, e)) if s <= cursor => {
+                    cursor = e.min(stop);
+                    continue;
+                }
+                Some((s, e)) => (s.min(stop), e),
+                None => (stop, stop),
+            };
+            let (gs, ge) = (cursor, gap_end);
+            let off = (gs - dsn) as usize;
+            let len = (ge - gs) as usize;
+            new += ge - gs;
+            if gs == self.cum {
+                self.ready.extend(&data[off..off + len], &mut self.spare);
+                self.cum = ge;
+            } else {
+                let mut v = self.spare.pop().unwrap_or_default();
+                v.clear();
+                v.extend_from_slice(&data[off..off + len]);
+                self.ooo.insert(gs, v);
+                self.ooo_ranges.insert(gs, ge);
+                self.ooo_bytes += ge - gs;
             }
-            if s >= stop {
-                break;
-            }
-            if s > cursor {
-                gaps.push((cursor, s));
-            }
-            cursor = cursor.max(e);
+            cursor = resume.min(stop).max(ge);
         }
-        if cursor < stop {
-            gaps.push((cursor, stop));
-        }
-        let new: u64 = gaps.iter().map(|(s, e)| e - s).sum();
         r.duplicate += (stop - start) - new;
         r.new += new;
-        for (s, e) in gaps {
-            let off = (s - dsn) as usize;
-            let len = (e - s) as usize;
-            if s == self.cum {
-                self.ready.extend(&data[off..off + len]);
-                self.cum = e;
-            } else {
-                self.ooo.insert(s, data[off..off + len].to_vec());
-                self.ooo_ranges.insert(s, e);
-                self.ooo_bytes += e - s;
-            }
-        }
         r
     }
 
@@ -200,8 +297,11 @@ impl RecvBuf {
             let e = s + chunk.len() as u64;
             self.ooo_bytes -= chunk.len() as u64;
             if e > self.cum {
-                self.ready.extend(&chunk[(self.cum - s) as usize..]);
+                let skip = (self.cum - s) as usize;
                 self.cum = e;
+                self.ready.push_chunk(chunk, skip, &mut self.spare);
+            } else {
+                recycle(&mut self.spare, chunk);
             }
         }
         self.ooo_ranges.remove_below(self.cum);
@@ -209,23 +309,12 @@ impl RecvBuf {
 
     /// Reads in-order bytes into `buf`.
     pub fn read(&mut self, buf: &mut [u8]) -> usize {
-        let n = buf.len().min(self.ready.len());
-        let (a, b) = self.ready.as_slices();
-        if n <= a.len() {
-            buf[..n].copy_from_slice(&a[..n]);
-        } else {
-            buf[..a.len()].copy_from_slice(a);
-            buf[a.len()..n].copy_from_slice(&b[..n - a.len()]);
-        }
-        self.ready.drain(..n);
-        n
+        self.ready.take(buf.len(), Some(buf), &mut self.spare)
     }
 
     /// Discards up to `max` in-order bytes without copying them; returns how many.
     pub fn discard(&mut self, max: usize) -> usize {
-        let n = max.min(self.ready.len());
-        self.ready.drain(..n);
-        n
+        self.ready.take(max, None, &mut self.spare)
     }
 }
 

@@ -138,7 +138,10 @@ impl SendBuf {
             if e > sent_end {
                 return false;
             }
-            self.peer_sacked.insert(s.max(self.peer_cum), e);
+            let s = s.max(self.peer_cum);
+            if !self.peer_sacked.contains_range(s, e) {
+                self.peer_sacked.insert(s, e);
+            }
         }
         self.peer_window_end = self.peer_window_end.max(cum.saturating_add(window));
         true

@@ -28,6 +28,9 @@ pub struct Transmit {
 
 /// Ranges per ACK / DATA_ACK frame in packets that carry data (like TCP's few SACK blocks).
 const DATA_PACKET_RANGES: usize = 4;
+/// Connection-level ranges in a pure acknowledgement: the lowest holes matter for
+/// reinjection decisions; more only cost the sender time.
+const PURE_ACK_DATA_RANGES: usize = 8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SegmentKind {
@@ -108,6 +111,8 @@ impl Connection {
     fn transmit(&mut self, idx: usize, buf: &[u8]) -> Transmit {
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += buf.len() as u64;
+        let local = self.paths[idx].local;
+        self.addr_stats_mut(local).datagrams_sent += 1;
         let p = &self.paths[idx];
         Transmit {
             path: p.id,
@@ -128,7 +133,6 @@ impl Connection {
         }
         .emit(buf);
         self.write_acks(idx, buf, self.cfg.max_datagram_size, DATA_PACKET_RANGES);
-        let cfg = self.cfg.clone();
         let p = &mut self.paths[idx];
         p.open_pending = false;
         p.on_sent(
@@ -142,7 +146,7 @@ impl Connection {
                 state: SentState::Outstanding,
                 reinjected: false,
             },
-            &cfg,
+            &self.cfg,
         );
         self.transmit(idx, buf)
     }
@@ -199,14 +203,15 @@ impl Connection {
             self.send.copy_to(d.dsn, d.len as usize, buf);
             eliciting = true;
             self.stats.data_packets_sent += 1;
+            let local = self.paths[idx].local;
+            self.addr_stats_mut(local).data_bytes_sent += u64::from(d.len);
         }
         if !eliciting {
             // The sequence number must still be filled.
             Frame::Ping.emit(buf);
         }
-        let cfg = self.cfg.clone();
         let size = buf.len() as u32;
-        self.paths[idx].on_retransmitted(now, seq, size, &cfg);
+        self.paths[idx].on_retransmitted(now, seq, size, &self.cfg);
         self.update_reinject_timer(idx);
         self.transmit(idx, buf)
     }
@@ -239,7 +244,7 @@ impl Connection {
     ) {
         self.write_path_ack(idx, buf, limit, max_ranges);
         if self.data_ack_pending || self.window_grew() || self.recv.cum_ack() > 0 {
-            self.write_data_ack(buf, limit, max_ranges);
+            self.write_data_ack(buf, limit, max_ranges.min(PURE_ACK_DATA_RANGES));
         }
     }
 
@@ -381,7 +386,6 @@ impl Connection {
             return None;
         }
         self.write_acks(idx, buf, limit, DATA_PACKET_RANGES);
-        let cfg = self.cfg.clone();
         let size = buf.len() as u32;
         let was_idle = !self.paths[idx].has_outstanding();
         self.paths[idx].on_sent(
@@ -395,7 +399,7 @@ impl Connection {
                 state: SentState::Outstanding,
                 reinjected: false,
             },
-            &cfg,
+            &self.cfg,
         );
         if was_idle {
             self.update_reinject_timer(idx);
@@ -514,7 +518,6 @@ impl Connection {
         self.header(idx, seq, now).emit(buf);
         self.write_acks(idx, buf, self.cfg.max_datagram_size, DATA_PACKET_RANGES);
         Frame::Ping.emit(buf);
-        let cfg = self.cfg.clone();
         let size = buf.len() as u32;
         self.paths[idx].on_sent(
             now,
@@ -527,7 +530,7 @@ impl Connection {
                 state: SentState::Outstanding,
                 reinjected: false,
             },
-            &cfg,
+            &self.cfg,
         );
         Some(self.transmit(idx, buf))
     }
@@ -711,12 +714,13 @@ impl Connection {
             self.send.fin_sent = true;
         }
         self.stats.data_packets_sent += 1;
+        let local = self.paths[idx].local;
+        self.addr_stats_mut(local).data_bytes_sent += len;
         if kind == SegmentKind::Reinjection {
             self.stats.reinjected_packets += 1;
             self.stats.reinjected_bytes += len;
             self.paths[idx].stats.reinjected_to += 1;
         }
-        let cfg = self.cfg.clone();
         let was_idle = !self.paths[idx].has_outstanding();
         let size = buf.len() as u32;
         self.paths[idx].on_sent(
@@ -734,7 +738,7 @@ impl Connection {
                 state: SentState::Outstanding,
                 reinjected: false,
             },
-            &cfg,
+            &self.cfg,
         );
         if was_idle {
             self.update_reinject_timer(idx);

@@ -75,6 +75,9 @@ pub struct Pair {
     pub datagrams: u64,
     /// When set, every datagram sent is recorded here.
     pub capture: Option<Vec<Vec<u8>>>,
+    read_buf: Vec<u8>,
+    /// Loop iterations, to catch a connection that keeps time crawling.
+    iterations: u64,
 }
 
 impl Pair {
@@ -95,6 +98,8 @@ impl Pair {
             server_reads: Vec::new(),
             datagrams: 0,
             capture: None,
+            read_buf: Vec::new(),
+            iterations: 0,
         }
     }
 
@@ -178,7 +183,8 @@ impl Pair {
     }
 
     fn drain_apps(&mut self) {
-        let mut tmp = vec![0u8; 1 << 16];
+        let mut tmp = std::mem::take(&mut self.read_buf);
+        tmp.resize(1 << 16, 0);
         loop {
             let n = self.server.read(&mut tmp);
             if n == 0 {
@@ -200,6 +206,7 @@ impl Pair {
         while let Some(e) = self.server.poll_event() {
             self.server_events.push(e);
         }
+        self.read_buf = tmp;
     }
 
     /// Runs until virtual time `until`, or until nothing is left to do.
@@ -212,6 +219,14 @@ impl Pair {
         let mut same_instant = 0u32;
         let mut last = self.now;
         loop {
+            self.iterations += 1;
+            // No sane run needs more than a few hundred thousand steps per simulated second.
+            assert!(
+                self.iterations < 2_000_000 * (self.now.micros() / 1_000_000 + 1),
+                "the connection keeps time crawling: {} steps by {:?}",
+                self.iterations,
+                self.now
+            );
             if self.now == last {
                 same_instant += 1;
                 assert!(

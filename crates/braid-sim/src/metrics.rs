@@ -1,0 +1,348 @@
+//! Metrics of a run (SPEC "Metrics"), computed from its [`RunRecord`].
+//!
+//! Event metrics give one value per connection-loss event of the scenario (a link blocked or an
+//! address lost), measured in the window [t − before, t + after]; across repetitions their
+//! values are pooled. Run metrics give one value per run.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::scenario::MetricsSpec;
+use crate::world::RunRecord;
+
+/// Whether a metric has one value per event or per run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Per {
+    Event,
+    Run,
+}
+
+/// A metric: its stable key (used in `--json` and `metrics.show`), unit and meaning.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricDef {
+    pub key: &'static str,
+    pub per: Per,
+    pub about: &'static str,
+}
+
+/// Every metric, in table order.
+pub const METRICS: &[MetricDef] = &[
+    MetricDef {
+        key: "delay_increase_ms",
+        per: Per::Event,
+        about: "max − min application one-way delay of CBR messages generated in the event window (seed 002)",
+    },
+    MetricDef {
+        key: "max_gap_ms",
+        per: Per::Event,
+        about: "largest interval between consecutive in-order deliveries in the event window (whole run after warmup when there are no events)",
+    },
+    MetricDef {
+        key: "outage_ms",
+        per: Per::Event,
+        about: "longest interval without new in-order data that ends after the event, within [t, t + after] (seed 001)",
+    },
+    MetricDef {
+        key: "reinjection_rate_pct",
+        per: Per::Event,
+        about: "reinjected segments / DATA segments sent from the time the lost link last came back to the end of the window (whole run after warmup when there are no events)",
+    },
+    MetricDef {
+        key: "throughput_mbps",
+        per: Per::Run,
+        about: "in-order bytes delivered to the application per second after warmup",
+    },
+    MetricDef {
+        key: "delay_ms",
+        per: Per::Run,
+        about: "median application one-way delay (CBR)",
+    },
+    MetricDef {
+        key: "delay_p99_ms",
+        per: Per::Run,
+        about: "99th percentile application one-way delay (CBR)",
+    },
+    MetricDef {
+        key: "reinjections",
+        per: Per::Run,
+        about: "segments reinjected on another path",
+    },
+    MetricDef {
+        key: "duplicate_mb",
+        per: Per::Run,
+        about: "stream bytes received more than once (redundant packets, seed 004)",
+    },
+    MetricDef {
+        key: "ofo_peak_kb",
+        per: Per::Run,
+        about: "largest reorder-buffer occupancy at the receiver",
+    },
+    MetricDef {
+        key: "ofo_mean_kb",
+        per: Per::Run,
+        about: "mean sampled reorder-buffer occupancy",
+    },
+    MetricDef {
+        key: "completion_s",
+        per: Per::Run,
+        about: "file transfer time from the application start",
+    },
+];
+
+/// Per-link throughput keys are `link.<name>.throughput_mbps`.
+pub fn link_key(name: &str) -> String {
+    format!("link.{name}.throughput_mbps")
+}
+
+/// Computes every metric that applies to the run.
+pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
+    let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let warm = r.app_start.max(m.warmup.0);
+    let us = |d: Duration| d.as_micros() as u64;
+    let end = r.duration;
+    let span = end.saturating_sub(warm).as_secs_f64().max(1e-9);
+
+    // Throughput.
+    let delivered: u64 = r
+        .deliveries
+        .iter()
+        .filter(|(t, _)| *t >= us(warm))
+        .map(|&(_, b)| u64::from(b))
+        .sum();
+    out.insert(
+        "throughput_mbps".into(),
+        vec![delivered as f64 * 8.0 / span / 1e6],
+    );
+    if let (Some(first), Some(last)) = (sample_at(r, warm), r.samples.last()) {
+        for (i, name) in r.link_names.iter().enumerate() {
+            let b = last.link_rx[i].saturating_sub(first.link_rx[i]);
+            out.insert(link_key(name), vec![b as f64 * 8.0 / span / 1e6]);
+        }
+    }
+
+    // Delays (CBR).
+    if !r.cbr.is_empty() {
+        let mut d: Vec<f64> = r
+            .cbr
+            .iter()
+            .filter(|(g, _)| *g >= us(warm))
+            .map(|&(_, d)| f64::from(d) / 1e3)
+            .collect();
+        if !d.is_empty() {
+            d.sort_by(f64::total_cmp);
+            out.insert("delay_ms".into(), vec![quantile(&d, 0.5)]);
+            out.insert("delay_p99_ms".into(), vec![quantile(&d, 0.99)]);
+        }
+    }
+
+    // Event metrics.
+    let events: Vec<_> = r
+        .loss_events
+        .iter()
+        .filter(|e| e.t >= warm && e.t + m.after.0 <= end)
+        .collect();
+    if events.is_empty() {
+        out.insert("max_gap_ms".into(), vec![max_gap(r, warm, end)]);
+        out.insert(
+            "reinjection_rate_pct".into(),
+            vec![reinjection_rate(r, warm, end)],
+        );
+    }
+    for e in &events {
+        let from = e.t.saturating_sub(m.before.0);
+        let to = e.t + m.after.0;
+        if !r.cbr.is_empty() {
+            let (lo, hi) = r
+                .cbr
+                .iter()
+                .filter(|(g, _)| *g >= us(from) && *g <= us(to))
+                .fold((u32::MAX, 0u32), |(lo, hi), &(_, d)| (lo.min(d), hi.max(d)));
+            if hi >= lo {
+                out.entry("delay_increase_ms".into())
+                    .or_default()
+                    .push(f64::from(hi - lo) / 1e3);
+            }
+        }
+        out.entry("max_gap_ms".into())
+            .or_default()
+            .push(max_gap(r, from, to));
+        out.entry("outage_ms".into())
+            .or_default()
+            .push(outage(r, e.t, to));
+        out.entry("reinjection_rate_pct".into())
+            .or_default()
+            .push(reinjection_rate(r, e.since.max(warm), to));
+    }
+
+    out.insert(
+        "reinjections".into(),
+        vec![r.sender.reinjected_packets as f64],
+    );
+    out.insert(
+        "duplicate_mb".into(),
+        vec![r.receiver.duplicate_bytes_received as f64 / 1e6],
+    );
+    out.insert(
+        "ofo_peak_kb".into(),
+        vec![r.receiver.ofo_peak_bytes as f64 / 1e3],
+    );
+    let ofo: Vec<f64> = r
+        .samples
+        .iter()
+        .filter(|s| s.t >= warm)
+        .map(|s| s.ofo_bytes as f64)
+        .collect();
+    if !ofo.is_empty() {
+        out.insert(
+            "ofo_mean_kb".into(),
+            vec![ofo.iter().sum::<f64>() / ofo.len() as f64 / 1e3],
+        );
+    }
+    if let Some(c) = r.completed {
+        out.insert(
+            "completion_s".into(),
+            vec![c.saturating_sub(r.app_start).as_secs_f64()],
+        );
+    }
+    out
+}
+
+/// The last sample at or before `t`.
+fn sample_at(r: &RunRecord, t: Duration) -> Option<&crate::world::Sample> {
+    let i = r.samples.partition_point(|s| s.t <= t);
+    r.samples.get(i.saturating_sub(1))
+}
+
+/// Largest interval between consecutive deliveries within [from, to]; the last delivery
+/// before `from` opens the first interval, and `to` closes the last.
+fn max_gap(r: &RunRecord, from: Duration, to: Duration) -> f64 {
+    let (f, t) = (from.as_micros() as u64, to.as_micros() as u64);
+    let start = r.deliveries.partition_point(|(d, _)| *d < f);
+    let mut prev = if start > 0 {
+        r.deliveries[start - 1].0
+    } else {
+        f
+    };
+    let mut gap = 0;
+    for &(d, _) in &r.deliveries[start..] {
+        if d > t {
+            break;
+        }
+        gap = gap.max(d - prev);
+        prev = d;
+    }
+    gap = gap.max(t.saturating_sub(prev));
+    gap as f64 / 1e3
+}
+
+/// The longest interval without delivery that ends after `t` and begins before `to`, up to
+/// `to`: the interruption the application sees at the event.
+fn outage(r: &RunRecord, t: Duration, to: Duration) -> f64 {
+    let (t, to) = (t.as_micros() as u64, to.as_micros() as u64);
+    let start = r.deliveries.partition_point(|(d, _)| *d < t);
+    let mut prev = if start > 0 {
+        r.deliveries[start - 1].0
+    } else {
+        t
+    };
+    let mut gap = 0;
+    for &(d, _) in &r.deliveries[start..] {
+        if d > to {
+            break;
+        }
+        gap = gap.max(d - prev);
+        prev = d;
+    }
+    gap = gap.max(to.saturating_sub(prev));
+    gap as f64 / 1e3
+}
+
+fn reinjection_rate(r: &RunRecord, from: Duration, to: Duration) -> f64 {
+    let (Some(a), Some(b)) = (sample_at(r, from), sample_at(r, to)) else {
+        return 0.0;
+    };
+    let sent = b.data_packets.saturating_sub(a.data_packets);
+    if sent == 0 {
+        return 0.0;
+    }
+    100.0 * b.reinjected.saturating_sub(a.reinjected) as f64 / sent as f64
+}
+
+/// Quantile of sorted data, linear interpolation between closest ranks.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::{LossEvent, Sample};
+
+    fn record() -> RunRecord {
+        RunRecord {
+            duration: Duration::from_secs(10),
+            app_start: Duration::from_secs(1),
+            // Deliveries every 10 ms from 1 s to 10 s, except a hole from 5.0 s to 5.4 s.
+            deliveries: (100..1000)
+                .map(|i| i * 10_000u64)
+                .filter(|t| !(5_000_000..5_400_000).contains(t))
+                .map(|t| (t, 1000))
+                .collect(),
+            cbr: vec![
+                (4_900_000, 20_000),
+                (5_000_000, 420_000),
+                (5_100_000, 330_000),
+                (9_000_000, 20_000),
+            ],
+            samples: (0..=100)
+                .map(|i| Sample {
+                    t: Duration::from_millis(i * 100),
+                    delivered: 0,
+                    link_rx: vec![i * 1000],
+                    link_cwnd: vec![0],
+                    link_srtt_us: vec![0],
+                    ofo_bytes: 0,
+                    reinjected: if i >= 51 { 5 } else { 0 },
+                    data_packets: i * 10,
+                })
+                .collect(),
+            loss_events: vec![LossEvent {
+                t: Duration::from_secs(5),
+                link: 0,
+                since: Duration::ZERO,
+            }],
+            link_names: vec!["wlan".into()],
+            ..RunRecord::default()
+        }
+    }
+
+    #[test]
+    fn event_metrics_follow_their_definitions() {
+        let m = MetricsSpec::default();
+        let out = compute(&record(), &m);
+        // Delays in [4.5 s, 7 s]: 20, 420, 330 ms → increase 400 ms.
+        assert_eq!(out["delay_increase_ms"], vec![400.0]);
+        // The hole: last delivery at 4.99 s, next at 5.40 s.
+        assert!((out["max_gap_ms"][0] - 410.0).abs() < 1e-9);
+        assert!((out["outage_ms"][0] - 410.0).abs() < 1e-9);
+        // From the warmup (2 s) to 7 s: 5 reinjections over 500 segments.
+        assert!((out["reinjection_rate_pct"][0] - 1.0).abs() < 1e-9);
+        let tp = out["throughput_mbps"][0];
+        assert!(tp > 0.7 && tp < 0.8, "{tp}");
+        assert!(out.contains_key("link.wlan.throughput_mbps"));
+    }
+
+    #[test]
+    fn quantiles_interpolate() {
+        let d = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(quantile(&d, 0.5), 2.5);
+        assert_eq!(quantile(&d, 0.0), 1.0);
+        assert_eq!(quantile(&d, 1.0), 4.0);
+    }
+}

@@ -1,0 +1,178 @@
+//! Runs every variant × repetition of a plan, in parallel, with results in a fixed order.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crate::metrics;
+use crate::scenario::{Paper, Plan};
+use crate::world::{self, RunRecord};
+
+/// Summary of one metric across runs (event values pooled).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Summary {
+    pub median: f64,
+    pub q1: f64,
+    pub q3: f64,
+    pub min: f64,
+    pub max: f64,
+    pub n: usize,
+}
+
+impl Summary {
+    pub fn of(values: &[f64]) -> Option<Summary> {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        Some(Summary {
+            median: metrics::quantile(&v, 0.5),
+            q1: metrics::quantile(&v, 0.25),
+            q3: metrics::quantile(&v, 0.75),
+            min: v[0],
+            max: v[v.len() - 1],
+            n: v.len(),
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub seed: u64,
+    pub metrics: BTreeMap<String, Vec<f64>>,
+    /// Kept when the caller asked for per-run output.
+    pub record: Option<RunRecord>,
+    pub events: u64,
+    pub wall: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct VariantResult {
+    pub name: String,
+    pub settings: BTreeMap<String, String>,
+    pub runs: Vec<RunResult>,
+    pub summary: BTreeMap<String, Summary>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PlanResult {
+    pub file: String,
+    pub scenario: String,
+    pub description: String,
+    pub seed: u64,
+    pub repetitions: u32,
+    pub duration: Duration,
+    pub paper: Option<Paper>,
+    pub show: Vec<String>,
+    pub variants: Vec<VariantResult>,
+    pub wall: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Worker threads.
+    pub jobs: usize,
+    /// Keep each run's record (for `--out`).
+    pub keep_records: bool,
+}
+
+/// Progress of one finished run, for display.
+#[derive(Debug, Clone)]
+pub struct Progress<'a> {
+    pub done: usize,
+    pub total: usize,
+    pub variant: &'a str,
+    pub seed: u64,
+    pub wall: Duration,
+    pub simulated: Duration,
+}
+
+pub fn run(plan: &Plan, opts: &Options, progress: &(dyn Fn(Progress<'_>) + Sync)) -> PlanResult {
+    let started = std::time::Instant::now();
+    let base = plan.base();
+    let reps = base.repetitions as usize;
+    let jobs: Vec<(usize, u64)> = (0..plan.variants.len())
+        .flat_map(|v| (0..reps).map(move |r| (v, r as u64)))
+        .collect();
+    let results: Mutex<Vec<Option<RunResult>>> = Mutex::new(vec![None; jobs.len()]);
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let workers = opts.jobs.clamp(1, jobs.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&(v, r)) = jobs.get(i) else { break };
+                    let variant = &plan.variants[v];
+                    let seed = variant.scenario.seed.wrapping_add(r);
+                    let t0 = std::time::Instant::now();
+                    let record = world::run(variant, seed);
+                    let wall = t0.elapsed();
+                    let m = metrics::compute(&record, &variant.scenario.metrics);
+                    let events = record.events;
+                    let result = RunResult {
+                        seed,
+                        metrics: m,
+                        record: opts.keep_records.then_some(record),
+                        events,
+                        wall,
+                    };
+                    results.lock().expect("no worker panicked")[i] = Some(result);
+                    let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    progress(Progress {
+                        done: d,
+                        total: jobs.len(),
+                        variant: &variant.name,
+                        seed,
+                        wall,
+                        simulated: variant.scenario.duration.0,
+                    });
+                }
+            });
+        }
+    });
+    let mut results = results
+        .into_inner()
+        .expect("no worker panicked")
+        .into_iter();
+    let variants = plan
+        .variants
+        .iter()
+        .map(|v| {
+            let runs: Vec<RunResult> = (0..reps)
+                .map(|_| results.next().flatten().expect("every run finished"))
+                .collect();
+            let mut pooled: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            for r in &runs {
+                for (k, vals) in &r.metrics {
+                    pooled.entry(k.clone()).or_default().extend(vals);
+                }
+            }
+            let summary = pooled
+                .iter()
+                .filter_map(|(k, vals)| Summary::of(vals).map(|s| (k.clone(), s)))
+                .collect();
+            VariantResult {
+                name: v.name.clone(),
+                settings: v.settings.clone(),
+                runs,
+                summary,
+            }
+        })
+        .collect();
+    PlanResult {
+        file: plan.file.clone(),
+        scenario: base.name.clone(),
+        description: base.description.clone(),
+        seed: base.seed,
+        repetitions: base.repetitions,
+        duration: base.duration.0,
+        paper: base.paper.clone(),
+        show: base.metrics.show.clone(),
+        variants,
+        wall: started.elapsed(),
+    }
+}

@@ -1,0 +1,151 @@
+//! `braid sim`.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use braid_sim::{bench, report, runner, scenario};
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Scenario file (TOML), e.g. scenarios/e3-rtt-below-rtomin.toml.
+    #[arg(required_unless_present = "bench")]
+    file: Option<PathBuf>,
+    /// Override a scenario value, e.g. --set connection.reinjection=rej1 --set link.0.rate=50Mbit.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Print the results as JSON (stable keys) instead of a table.
+    #[arg(long, env = "BRAID_SIM_JSON")]
+    json: bool,
+    /// Write per-run CSV time series and summary.json to this directory.
+    #[arg(long, value_name = "DIR", env = "BRAID_SIM_OUT")]
+    out: Option<PathBuf>,
+    /// Parallel runs (default: available cores).
+    #[arg(long, value_name = "N", env = "BRAID_SIM_JOBS")]
+    jobs: Option<usize>,
+    /// Repetitions per variant (overrides the scenario's `repetitions`).
+    #[arg(long, value_name = "N")]
+    reps: Option<u32>,
+    /// Base seed (overrides the scenario's `seed`).
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// No progress output.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Measure simulation speed on a 2×100 Mbit/s bulk transfer instead of running a file.
+    #[arg(long)]
+    bench: bool,
+}
+
+pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
+    if a.bench {
+        return run_bench(a.quiet);
+    }
+    let Some(file) = a.file else {
+        bail!("a scenario file is required");
+    };
+    let mut set = a.set.clone();
+    if let Some(r) = a.reps {
+        set.push(format!("repetitions={r}"));
+    }
+    if let Some(s) = a.seed {
+        set.push(format!("seed={s}"));
+    }
+    let plan = scenario::load(&file, &set)?;
+    let jobs = a.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let total = plan.variants.len() * plan.base().repetitions as usize;
+    let quiet = a.quiet;
+    if !quiet {
+        eprintln!(
+            "braid sim: {} — {} variant(s) × {} run(s), {} job(s)",
+            plan.name(),
+            plan.variants.len(),
+            plan.base().repetitions,
+            jobs.min(total)
+        );
+    }
+    let tty = std::io::stderr().is_terminal();
+    let progress = move |p: runner::Progress<'_>| {
+        if quiet {
+            return;
+        }
+        let line = format!(
+            "[{}/{}] {} seed {}: {:.0} s simulated in {:.1} s",
+            p.done,
+            p.total,
+            p.variant,
+            p.seed,
+            p.simulated.as_secs_f64(),
+            p.wall.as_secs_f64()
+        );
+        let mut err = std::io::stderr().lock();
+        if tty {
+            let _ = write!(err, "\r\x1b[2K{line}");
+            if p.done == p.total {
+                let _ = writeln!(err);
+            }
+        } else {
+            let _ = writeln!(err, "{line}");
+        }
+    };
+    let result = runner::run(
+        &plan,
+        &runner::Options {
+            jobs,
+            keep_records: a.out.is_some(),
+        },
+        &progress,
+    );
+    if let Some(dir) = &a.out {
+        report::write_runs(&result, dir)
+            .with_context(|| format!("cannot write results to {}", dir.display()))?;
+        if !quiet {
+            eprintln!("braid sim: per-run CSV in {}", dir.display());
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&report::json(&result))?
+        )?;
+    } else {
+        write!(out, "{}", report::table(&result))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_bench(quiet: bool) -> anyhow::Result<ExitCode> {
+    const RUNS: usize = 5;
+    if !quiet {
+        eprintln!(
+            "braid sim --bench: 2×100 Mbit/s bulk transfer, 20 s simulated, {RUNS} runs on one core"
+        );
+    }
+    let runs = bench::run(RUNS);
+    let best = &runs[0];
+    let median = &runs[runs.len() / 2];
+    println!(
+        "events: {}  events/s: {:.0} (median run {:.0})  delivered: {:.0} Mbit ({:.1} Mbit/s)",
+        best.events,
+        best.events_per_sec(),
+        median.events_per_sec(),
+        best.delivered_mbit,
+        best.delivered_mbit / best.simulated.as_secs_f64()
+    );
+    println!(
+        "simulated {:.1} s in {:.3} s wall: {:.1} x real time (best of {RUNS}; median {:.1} x)",
+        best.simulated.as_secs_f64(),
+        best.wall.as_secs_f64(),
+        best.speedup(),
+        median.speedup()
+    );
+    Ok(ExitCode::SUCCESS)
+}
