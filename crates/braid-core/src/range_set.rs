@@ -60,6 +60,30 @@ impl RangeSet {
         self.ranges.get(i).copied()
     }
 
+    /// The sub-ranges of `[start, end)` not in the set, ascending.
+    pub fn gaps(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut cursor = start;
+        let mut i = self.ranges.partition_point(|&(_, e)| e <= start);
+        while cursor < end {
+            match self.ranges.get(i) {
+                Some(&(s, e)) if s <= cursor => {
+                    cursor = e;
+                    i += 1;
+                }
+                Some(&(s, _)) => {
+                    out.push((cursor, s.min(end)));
+                    cursor = s;
+                }
+                None => {
+                    out.push((cursor, end));
+                    cursor = end;
+                }
+            }
+        }
+        out
+    }
+
     /// Inserts `[start, end)`; returns how many values were new.
     pub fn insert(&mut self, start: u64, end: u64) -> u64 {
         if start >= end {
@@ -158,6 +182,10 @@ mod tests {
                 for v in 0..230 {
                     prop_assert_eq!(s.contains(v), model.contains(&v));
                 }
+                let gaps = s.gaps(start, start + 2 * len);
+                let expect: Vec<u64> = (start..start + 2 * len).filter(|v| !model.contains(v)).collect();
+                let got: Vec<u64> = gaps.iter().flat_map(|&(a, b)| a..b).collect();
+                prop_assert_eq!(got, expect);
             }
         }
     }

@@ -127,6 +127,9 @@ impl ReinjectPolicy for PtoReinject {
     }
 }
 
+/// Default floor of RTTVAR in the REJ formula, see [`Rej::min_rttvar`].
+pub const REJ_MIN_RTTVAR: Duration = Duration::from_millis(2);
+
 /// Seed 002 §III: REJ = SRTT + K·RTTVAR − Δ, Δ the time since the earliest outstanding packet
 /// was sent. The timer therefore expires at `earliest_send + SRTT + K·RTTVAR`; it is set when a
 /// packet is sent with nothing in flight, restarted on every ACK (duplicates included) and
@@ -135,9 +138,10 @@ impl ReinjectPolicy for PtoReinject {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rej {
     pub k: u32,
-    /// Lower bound for RTTVAR in the formula: with a perfectly steady RTT the variation decays
-    /// towards zero and any delayed ACK would fire the timer. 1 ms by default, the clock
-    /// granularity G of RFC 6298.
+    /// Lower bound for RTTVAR in the formula (the clock granularity G of RFC 6298): on a
+    /// steady path the variation decays towards zero while the ACK clock keeps a jitter of its
+    /// own (delayed ACKs, serialisation). 2 ms by default: on scenario E3, 1 ms let K = 1 fire
+    /// spuriously (4.95 % reinjections against 0.63 % for stock), 2 ms brings it to 0.81 %.
     pub min_rttvar: Duration,
 }
 
@@ -145,7 +149,7 @@ impl Rej {
     pub fn new(k: u32) -> Self {
         Rej {
             k,
-            min_rttvar: crate::rtt::GRANULARITY,
+            min_rttvar: REJ_MIN_RTTVAR,
         }
     }
 }
@@ -197,6 +201,12 @@ mod tests {
             has_rtt_sample: true,
         };
         assert_eq!(rej.deadline(&t), Some(Instant::from_millis(1040)));
+        // A vanishing RTTVAR is floored at G.
+        let steady = PathTiming {
+            rttvar: Duration::from_micros(10),
+            ..t
+        };
+        assert_eq!(rej.deadline(&steady), Some(Instant::from_millis(1034)));
         let idle = PathTiming {
             earliest_outstanding: None,
             ..t

@@ -40,7 +40,7 @@ pub const METRICS: &[MetricDef] = &[
     MetricDef {
         key: "outage_ms",
         per: Per::Event,
-        about: "longest interval without new in-order data that ends after the event, within [t, t + after] (seed 001)",
+        about: "longest interval without new in-order data during the handover: from the event until every byte sent before it is delivered in order (at most `after`) (seed 001)",
     },
     MetricDef {
         key: "reinjection_rate_pct",
@@ -166,9 +166,10 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
         out.entry("max_gap_ms".into())
             .or_default()
             .push(max_gap(r, from, to));
+        let done = handover_end(r, e.sent_before, e.t).min(to);
         out.entry("outage_ms".into())
             .or_default()
-            .push(outage(r, e.t, to));
+            .push(outage(r, e.t, done));
         out.entry("reinjection_rate_pct".into())
             .or_default()
             .push(reinjection_rate(r, e.since.max(warm), to));
@@ -233,6 +234,19 @@ fn max_gap(r: &RunRecord, from: Duration, to: Duration) -> f64 {
     }
     gap = gap.max(t.saturating_sub(prev));
     gap as f64 / 1e3
+}
+
+/// When the receiver has, in order, the first `bytes` of the stream (the bytes sent before an
+/// event at `t`), or the end of the run.
+fn handover_end(r: &RunRecord, bytes: u64, t: Duration) -> Duration {
+    let mut total = 0u64;
+    for &(at, b) in &r.deliveries {
+        total += u64::from(b);
+        if total >= bytes && at >= t.as_micros() as u64 {
+            return Duration::from_micros(at);
+        }
+    }
+    r.duration
 }
 
 /// The longest interval without delivery that ends after `t` and begins before `to`, up to
@@ -316,6 +330,8 @@ mod tests {
                 t: Duration::from_secs(5),
                 link: 0,
                 since: Duration::ZERO,
+                // 1000 bytes every 10 ms from 1 s to 5 s were sent before the event.
+                sent_before: 400_000,
             }],
             link_names: vec!["wlan".into()],
             ..RunRecord::default()

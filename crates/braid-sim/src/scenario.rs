@@ -104,7 +104,7 @@ impl Default for ConnectionSpec {
             receive_buffer: Size(c.receive_buffer),
             max_datagram_size: c.max_datagram_size as u32,
             opportunistic_retransmission: c.opportunistic_retransmission,
-            rej_min_rttvar: Dur(braid_core::rtt::GRANULARITY),
+            rej_min_rttvar: Dur(braid_core::reinject::REJ_MIN_RTTVAR),
         }
     }
 }
@@ -524,26 +524,54 @@ fn parse_value(raw: &str) -> toml::Value {
         .unwrap_or_else(|| toml::Value::String(raw.to_string()))
 }
 
-/// Sets `a.b.0.c` (array elements by index or by their `name`) in a TOML tree.
-fn set_path(root: &mut toml::Table, path: &str, value: toml::Value) -> Result<(), String> {
-    let parts: Vec<&str> = path.split('.').collect();
+/// Splits a key path at dots outside double quotes: `sweep."connection.reinjection"` has two
+/// components.
+fn split_key(path: &str) -> Result<Vec<String>, String> {
+    let mut parts = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in path.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '.' if !quoted => parts.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    if quoted {
+        return Err("unbalanced quote in key".into());
+    }
+    parts.push(cur);
     if parts.iter().any(|p| p.is_empty()) {
         return Err("empty key component".into());
     }
+    Ok(parts)
+}
+
+/// Sets `a.b.0.c` (array elements by index or by their `name`) in a TOML tree.
+fn set_path(root: &mut toml::Table, path: &str, value: toml::Value) -> Result<(), String> {
+    let parts = split_key(path)?;
+    set_parts(root, &parts, value)
+}
+
+fn set_parts(root: &mut toml::Table, parts: &[String], value: toml::Value) -> Result<(), String> {
     let mut cur = root;
     for (i, part) in parts.iter().enumerate() {
         let last = i + 1 == parts.len();
         if last {
-            cur.insert(part.to_string(), value);
+            cur.insert(part.clone(), value);
             return Ok(());
         }
         let entry = cur
-            .entry(part.to_string())
+            .entry(part.clone())
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
         cur = match entry {
             toml::Value::Table(t) => t,
             toml::Value::Array(a) => {
-                let sel = parts[i + 1];
+                let Some(sel) = parts.get(i + 1) else {
+                    return Err(format!(
+                        "`{part}` is a list: name an entry, e.g. {part}.0.key"
+                    ));
+                };
                 let idx = match sel.parse::<usize>() {
                     Ok(n) if n < a.len() => n,
                     Ok(n) => return Err(format!("index {n} out of range ({} entries)", a.len())),
@@ -552,14 +580,14 @@ fn set_path(root: &mut toml::Table, path: &str, value: toml::Value) -> Result<()
                         .position(|e| e.get("name").and_then(|v| v.as_str()) == Some(sel))
                         .ok_or_else(|| format!("no `{part}` entry named `{sel}`"))?,
                 };
-                let rest = parts[i + 2..].join(".");
+                let rest = &parts[i + 2..];
                 let toml::Value::Table(t) = &mut a[idx] else {
                     return Err(format!("`{part}` entries are not tables"));
                 };
                 if rest.is_empty() {
                     return Err("cannot replace a whole list entry; set one of its keys".into());
                 }
-                return set_path(t, &rest, value);
+                return set_parts(t, rest, value);
             }
             _ => return Err(format!("`{part}` is not a table")),
         };
@@ -738,8 +766,16 @@ fn check(
     }
     timeline.sort_by_key(|(t, l, _)| (*t, *l));
     for m in &s.metrics.show {
-        if !crate::metrics::METRICS.iter().any(|d| d.key == m) {
-            let all: Vec<_> = crate::metrics::METRICS.iter().map(|d| d.key).collect();
+        let per_link = s
+            .links
+            .iter()
+            .any(|l| *m == crate::metrics::link_key(&l.name));
+        if !per_link && !crate::metrics::METRICS.iter().any(|d| d.key == m) {
+            let mut all: Vec<String> = crate::metrics::METRICS
+                .iter()
+                .map(|d| d.key.to_string())
+                .collect();
+            all.extend(s.links.iter().map(|l| crate::metrics::link_key(&l.name)));
             return Err((
                 k("metrics.show"),
                 format!("unknown metric `{m}`; allowed: {}", all.join(", ")),

@@ -51,6 +51,9 @@ pub struct LossEvent {
     pub link: usize,
     /// When the link's address or signal returned before this event (or the run start).
     pub since: Duration,
+    /// Stream bytes the sender had sent when the event happened: the handover is over once the
+    /// receiver has all of them in order.
+    pub sent_before: u64,
 }
 
 /// Everything a run recorded; metrics are computed from it.
@@ -274,6 +277,7 @@ impl<'a> World<'a> {
                     t,
                     link: l,
                     since: back[l],
+                    sent_before: 0,
                 }),
                 Action::Up | Action::AddrBack => back[l] = t,
                 _ => {}
@@ -323,9 +327,23 @@ impl<'a> World<'a> {
         self.schedule(self.app.start, Kind::AppTick);
         self.schedule(Instant::ZERO, Kind::Sample);
         self.pump(CLIENT);
+        let mut same_instant = 0u32;
         while let Some(Reverse(ev)) = self.queue.pop() {
             if ev.at() > self.end {
                 break;
+            }
+            if ev.at() == self.now {
+                same_instant += 1;
+                // A connection that keeps asking to be woken at the same instant is a bug; stop
+                // with the evidence rather than spin forever.
+                assert!(
+                    same_instant < 10_000_000,
+                    "no progress: 10 million events at t = {:?} ({:?})",
+                    self.now,
+                    ev.kind
+                );
+            } else {
+                same_instant = 0;
             }
             self.now = ev.at();
             self.events += 1;
@@ -419,8 +437,19 @@ impl<'a> World<'a> {
     }
 
     fn action(&mut self, i: usize) {
-        let (_, l, action) = self.variant.timeline[i];
+        let (t, l, action) = self.variant.timeline[i];
         let now = self.now;
+        if matches!(action, Action::Down | Action::AddrLost) {
+            let sent = self.hosts[self.app.sender].conn.stream_sent();
+            if let Some(e) = self
+                .rec
+                .loss_events
+                .iter_mut()
+                .find(|e| e.t == t && e.link == l)
+            {
+                e.sent_before = sent;
+            }
+        }
         let addr = AddrId(l as u8);
         match action {
             Action::Down => self.set_link(l, false),

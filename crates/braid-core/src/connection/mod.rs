@@ -350,6 +350,11 @@ impl Connection {
         )
     }
 
+    /// Stream bytes sent at least once, on any path (the send position of the stream).
+    pub fn stream_sent(&self) -> u64 {
+        self.send.next.max(self.redundant_head).min(self.send.end())
+    }
+
     /// Everything written was acknowledged.
     pub fn all_acked(&self) -> bool {
         self.send.peer_cum >= self.send.end()
@@ -603,7 +608,7 @@ impl Connection {
             PathTimer::Pto => {
                 p.on_pto(now, &cfg);
                 if cfg.reinjection.reinject_on(Trigger::Pto) {
-                    self.reinject(idx);
+                    self.reinject(idx, true);
                     self.mark_pf(idx);
                 }
             }
@@ -620,17 +625,25 @@ impl Connection {
                     });
                 }
                 if cfg.reinjection.reinject_on(Trigger::Rto) {
-                    self.reinject(idx);
+                    self.reinject(idx, false);
                 }
                 self.update_reinject_timer(idx);
             }
             PathTimer::Reinject => {
                 p.stats.reinject_timer_count += 1;
                 if cfg.reinjection.reinject_on(Trigger::Timer) {
-                    self.reinject(idx);
+                    self.reinject(idx, true);
                     self.mark_pf(idx);
                 }
                 self.update_reinject_timer(idx);
+                // A policy whose deadline does not move after an expiry would spin: it waits for
+                // the next acknowledgement or send instead.
+                if self.paths[idx]
+                    .timer(PathTimer::Reinject)
+                    .is_some_and(|t| t <= now)
+                {
+                    self.paths[idx].set_timer(PathTimer::Reinject, None);
+                }
             }
         }
         false
@@ -645,11 +658,12 @@ impl Connection {
         }
     }
 
-    /// Queues the path's unacknowledged data for the other paths.
-    fn reinject(&mut self, idx: usize) {
+    /// Queues the path's unacknowledged data for the other paths (see
+    /// [`Path::take_for_reinjection`] for `speculative`).
+    fn reinject(&mut self, idx: usize, speculative: bool) {
         let p = &mut self.paths[idx];
         let from = p.id;
-        let (data, ctrl) = p.take_for_reinjection();
+        let (data, ctrl) = p.take_for_reinjection(speculative);
         p.stats.reinjected_from += data.len() as u64;
         for d in data {
             if !self.send.range_acked(d.dsn, u64::from(d.len), d.fin) {
@@ -668,7 +682,9 @@ impl Connection {
         }
     }
 
-    /// Recomputes the reinjection policy's timer of a path (on ACKs, sends, expiry).
+    /// Recomputes the reinjection policy's timer of a path (on ACKs, sends, expiry). A deadline
+    /// already past fires at the next `handle_timeout`, but never twice for the same data: the
+    /// expiry marks what it reinjects, which moves the anchor.
     fn update_reinject_timer(&mut self, idx: usize) {
         let p = &mut self.paths[idx];
         let deadline = self.cfg.reinjection.deadline(&p.timing());
@@ -678,7 +694,7 @@ impl Connection {
     fn close_path_at(&mut self, idx: usize, reason: PathCloseReason, notify_peer: bool) {
         let mut p = self.paths.remove(idx);
         let id = p.id;
-        let (data, mut ctrl) = p.take_for_reinjection();
+        let (data, mut ctrl) = p.take_for_reinjection(false);
         ctrl.extend(p.drain_ctrl());
         // Whatever the policy, data outstanding on a closed path must go elsewhere.
         p.stats.reinjected_from += data.len() as u64;

@@ -61,6 +61,8 @@ pub(crate) struct SentPacket {
     pub state: SentState,
     /// The data was queued for reinjection on other paths.
     pub reinjected: bool,
+    /// This packet itself carries a reinjected copy.
+    pub is_reinjection: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,7 +117,11 @@ pub(crate) struct RxState {
 impl RxState {
     /// Records a packet; returns whether it was a duplicate.
     fn on_packet(&mut self, seq: u64, ts: u32, cfg: &Config) -> bool {
-        self.ts_echo = ts;
+        // RFC 7323 §4.3: with delayed acknowledgements, echo the timestamp of the earliest
+        // packet not yet acknowledged, so that RTT samples include the time the ACK waited.
+        if self.unacked == 0 {
+            self.ts_echo = ts;
+        }
         if seq < self.cum || self.ranges.contains(seq) {
             // RFC 5681 §4.2: acknowledge duplicates at once.
             self.ack_now = true;
@@ -136,7 +142,9 @@ impl RxState {
             self.ack_now = true;
         }
         self.unacked += 1;
-        if self.unacked >= cfg.ack_frequency {
+        // The first packet of a path (its handshake) is acknowledged at once, so that both ends
+        // start with an undelayed RTT sample.
+        if self.unacked >= cfg.ack_frequency || seq == 0 {
             self.ack_now = true;
         }
         false
@@ -172,8 +180,11 @@ pub(crate) struct Path {
     pub state: PathState,
     /// Send on this path only when no non-backup path is usable.
     pub backup: bool,
-    /// PATH_OPEN not yet acknowledged (only on the side that opened the path).
+    /// PATH_OPEN not yet sent (only on the side that opened the path).
     pub open_pending: bool,
+    /// The acceptor of a path answers PATH_OPEN with an ack-eliciting packet, so that it too
+    /// gets an RTT sample (as the SYN-ACK of TCP's handshake does).
+    pub answer_pending: bool,
 
     pub next_seq: u64,
     base_seq: u64,
@@ -198,16 +209,24 @@ pub(crate) struct Path {
     /// Packets below were already checked for DupThresh loss.
     loss_floor: u64,
     pub probe: Option<Probe>,
+    /// A recovery episode began: its first lost packet goes out at once, whatever the window
+    /// (RFC 6675 §5 step 4.3).
+    pub fast_retransmit: bool,
     /// A tail-loss probe is out; no other until everything up to here is acknowledged.
     tlp_high: Option<u64>,
     timers: [Option<Instant>; 4],
     /// RFC 7661 style: the largest flight seen in the current and previous RTT.
     flight_max: [u64; 2],
     flight_window_start: Instant,
+    /// Every unacknowledged packet below this sequence number was queued for reinjection: the
+    /// reinjection timer's anchor is searched from here.
+    reinjected_below: u64,
     /// Redundant scheduling: the next stream byte this path sends.
     pub redundant_next: u64,
     /// Exponentially weighted loss fraction.
     pub loss_rate: f64,
+    /// The last acknowledgement progress, or the first send after the path was idle.
+    progress_at: Instant,
 
     pub rx: RxState,
     pub stats: PathStats,
@@ -235,6 +254,7 @@ impl Path {
             },
             backup,
             open_pending: opened_locally,
+            answer_pending: !opened_locally,
             next_seq: 0,
             base_seq: 0,
             sent: VecDeque::new(),
@@ -250,12 +270,15 @@ impl Path {
             sacked: RangeSet::new(),
             loss_floor: 0,
             probe: None,
+            fast_retransmit: false,
             tlp_high: None,
             timers: [None; 4],
             flight_max: [0; 2],
             flight_window_start: now,
+            reinjected_below: 0,
             redundant_next: 0,
             loss_rate: 0.0,
+            progress_at: now,
             rx: RxState::default(),
             stats: PathStats::default(),
         }
@@ -361,6 +384,9 @@ impl Path {
     pub fn on_sent(&mut self, now: Instant, pkt: SentPacket, cfg: &Config) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
+        if self.outstanding_pkts == 0 {
+            self.progress_at = now;
+        }
         self.in_flight += u64::from(pkt.size);
         self.outstanding_pkts += 1;
         self.stats.packets_sent += 1;
@@ -472,6 +498,7 @@ impl Path {
         let mut progress = false;
         // Cumulative part.
         let cum = cum.min(self.next_seq);
+        let cum_progress = cum > self.base_seq;
         while self.base_seq < cum {
             let Some(p) = self.sent.pop_front() else {
                 break;
@@ -495,39 +522,38 @@ impl Path {
         }
         self.sacked.remove_below(self.base_seq);
         self.loss_floor = self.loss_floor.max(self.base_seq);
-        // Selective part: only the ranges not known yet.
+        // Selective part: only the packets not known to be acknowledged yet.
         for (s, e) in ranges {
             let s = s.max(self.base_seq);
             let e = e.min(self.next_seq);
             if s >= e || self.sacked.contains_range(s, e) {
                 continue;
             }
-            for seq in s..e {
-                if self.sacked.contains(seq) {
-                    continue;
-                }
-                let Some(p) = self.packet_mut(seq) else {
-                    continue;
-                };
-                let size = u64::from(p.size);
-                let was = p.state;
-                p.state = SentState::Sacked;
-                let opened = p.path_open;
-                match was {
-                    SentState::Outstanding => {
-                        self.in_flight -= size;
-                        self.outstanding_pkts -= 1;
-                        out.newly_acked += size;
-                        progress = true;
+            for (gs, ge) in self.sacked.gaps(s, e) {
+                for seq in gs..ge {
+                    let Some(p) = self.packet_mut(seq) else {
+                        continue;
+                    };
+                    let size = u64::from(p.size);
+                    let was = p.state;
+                    p.state = SentState::Sacked;
+                    let opened = p.path_open;
+                    match was {
+                        SentState::Outstanding => {
+                            self.in_flight -= size;
+                            self.outstanding_pkts -= 1;
+                            out.newly_acked += size;
+                            progress = true;
+                        }
+                        SentState::Lost => {
+                            self.lost_pkts -= 1;
+                            out.newly_acked += size;
+                            progress = true;
+                        }
+                        SentState::Sacked => {}
                     }
-                    SentState::Lost => {
-                        self.lost_pkts -= 1;
-                        out.newly_acked += size;
-                        progress = true;
-                    }
-                    _ => {}
+                    out.open_acked |= opened;
                 }
-                out.open_acked |= opened;
             }
             self.sacked.insert(s, e);
         }
@@ -535,7 +561,7 @@ impl Path {
             if let Some(sent) = echo {
                 self.rtt.update(now.saturating_since(sent));
             }
-            self.backoff = 0;
+            self.progress_at = now;
             self.pf = false;
             self.loss_rate *= 1.0 - 1.0 / 64.0;
             let mss = self.mss(cfg);
@@ -557,12 +583,19 @@ impl Path {
         if self.recovery_point.is_some_and(|rp| self.base_seq >= rp) {
             self.recovery_point = None;
         }
-        // Timers (RFC 6298 §5.2, §5.3): restart the RTO on progress, stop it when idle.
+        // Timers (RFC 6298 §5.2, §5.3): the RTO restarts when new data is acknowledged
+        // cumulatively (not on selective acknowledgements: a lost retransmission below them
+        // must still time out), and stops when nothing is outstanding.
+        if cum_progress {
+            self.backoff = 0;
+        }
         if !self.has_outstanding() {
             self.set_timer(PathTimer::Rto, None);
             self.set_timer(PathTimer::Pto, None);
         } else if progress {
-            self.set_timer(PathTimer::Rto, Some(now + self.rto(cfg)));
+            if cum_progress {
+                self.set_timer(PathTimer::Rto, Some(now + self.rto(cfg)));
+            }
             let pto = self.tlp_allowed(cfg).then(|| now + self.pto(cfg));
             self.set_timer(PathTimer::Pto, pto);
         }
@@ -610,6 +643,7 @@ impl Path {
             if self.recovery_point.is_none() {
                 self.recovery_point = Some(self.next_seq);
                 self.stats.fast_retransmits += 1;
+                self.fast_retransmit = true;
             }
             self.cc.on_loss(now, sent, self.in_flight);
             self.set_timer(PathTimer::Pto, None);
@@ -658,28 +692,44 @@ impl Path {
         self.set_timer(PathTimer::Rto, Some(now + self.rto(cfg)));
     }
 
-    /// When this path counts as stalled for redundant scheduling: an acknowledgement is overdue
-    /// (SRTT + 4·RTTVAR + 1 ms after the oldest outstanding packet was sent). `None` if nothing
-    /// is outstanding.
+    /// When this path counts as stalled for redundant scheduling: packets are in flight and no
+    /// acknowledgement made progress for the minimum RTT + 2·RTTVAR + 1 ms (since the last
+    /// progress, or the first send after the path was idle). A busy path's acknowledgements
+    /// arrive every few packets, so this only triggers when the path is behind or gone; calling
+    /// a live path stalled merely lets the others run ahead of it for a moment. `None` if
+    /// nothing is in flight.
     pub fn stall_deadline(&self) -> Option<Instant> {
-        let oldest = self
-            .sent
-            .iter()
-            .find(|p| matches!(p.state, SentState::Outstanding | SentState::Lost))?;
-        Some(oldest.time + self.rtt.srtt() + self.rtt.rttvar() * 4 + crate::rtt::GRANULARITY)
+        (self.outstanding_pkts > 0).then(|| {
+            self.progress_at + self.rtt.min() + self.rtt.rttvar() * 2 + crate::rtt::GRANULARITY
+        })
     }
 
     /// Timing inputs of the reinjection timer.
     pub fn timing(&self) -> PathTiming {
-        let earliest = self
-            .sent
-            .iter()
-            .find(|p| {
-                matches!(p.state, SentState::Outstanding | SentState::Lost)
-                    && !p.reinjected
-                    && p.data.is_some()
-            })
-            .map(|p| p.time);
+        // The earliest unacknowledged original packet with data not queued for reinjection yet;
+        // packets
+        // below `reinjected_below` were all queued, selectively acknowledged ones are skipped.
+        let mut seq = self.reinjected_below.max(self.base_seq);
+        let mut earliest = None;
+        while seq < self.next_seq {
+            if let Some((s, e)) = self.sacked.first_ending_after(seq)
+                && s <= seq
+            {
+                seq = e;
+                continue;
+            }
+            // Exactly the packets a speculative reinjection would take.
+            if let Some(p) = self.packet(seq)
+                && matches!(p.state, SentState::Outstanding | SentState::Lost)
+                && !p.reinjected
+                && !p.is_reinjection
+                && p.data.is_some()
+            {
+                earliest = Some(p.time);
+                break;
+            }
+            seq += 1;
+        }
         PathTiming {
             earliest_outstanding: earliest,
             srtt: self.rtt.srtt(),
@@ -718,12 +768,19 @@ impl Path {
 
     /// Marks the data of every unacknowledged packet as reinjected and returns it, with the
     /// control frames those packets carried (they must reach the peer another way).
-    pub fn take_for_reinjection(&mut self) -> (Vec<DataRef>, Vec<Ctrl>) {
+    ///
+    /// A `speculative` reinjection (a timer guessing that the path is dead while it may only be
+    /// slow) leaves alone the packets that are reinjected copies themselves: copying a copy back
+    /// and forth between two slow paths would multiply the traffic.
+    pub fn take_for_reinjection(&mut self, speculative: bool) -> (Vec<DataRef>, Vec<Ctrl>) {
         let mut data = Vec::new();
         let mut ctrl = Vec::new();
+        if !speculative {
+            self.reinjected_below = self.next_seq;
+        }
         for p in self.unacked_mut() {
             ctrl.append(&mut p.ctrl);
-            if p.reinjected {
+            if p.reinjected || (speculative && p.is_reinjection) {
                 continue;
             }
             p.reinjected = true;

@@ -40,6 +40,11 @@ impl SendBuf {
         }
     }
 
+    /// First stream byte still held (everything below was released).
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
     /// End of the written stream (the FIN's position once finished).
     pub fn end(&self) -> u64 {
         self.base + self.data.len() as u64

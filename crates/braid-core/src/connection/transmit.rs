@@ -81,6 +81,9 @@ impl Connection {
         if p.open_pending {
             return Some(self.send_path_open(now, idx, buf));
         }
+        if p.answer_pending {
+            return Some(self.send_path_answer(now, idx, buf));
+        }
         if p.probe.is_some() {
             self.paths[idx].probe = None;
             if let Some(seq) = self.paths[idx].last_outstanding() {
@@ -88,11 +91,13 @@ impl Connection {
             }
         }
         let mss = self.cfg.max_datagram_size as u64;
-        if let Some(seq) = self.paths[idx].next_lost()
-            && self.paths[idx].has_room(mss)
-        {
-            self.paths[idx].pop_lost(seq);
-            return Some(self.retransmit(now, idx, seq, buf));
+        if let Some(seq) = self.paths[idx].next_lost() {
+            let p = &mut self.paths[idx];
+            if p.fast_retransmit || p.has_room(mss) {
+                p.fast_retransmit = false;
+                p.pop_lost(seq);
+                return Some(self.retransmit(now, idx, seq, buf));
+            }
         }
         if self.paths[idx].rx.ack_now {
             return Some(self.send_pure_ack(now, idx, buf));
@@ -145,6 +150,33 @@ impl Connection {
                 path_open: true,
                 state: SentState::Outstanding,
                 reinjected: false,
+                is_reinjection: false,
+            },
+            &self.cfg,
+        );
+        self.transmit(idx, buf)
+    }
+
+    /// The acceptor's first packet on a new path: the acknowledgement of PATH_OPEN plus a PING
+    /// that the opener acknowledges, giving the acceptor its first RTT sample.
+    fn send_path_answer(&mut self, now: Instant, idx: usize, buf: &mut Vec<u8>) -> Transmit {
+        let seq = self.paths[idx].next_seq;
+        self.header(idx, seq, now).emit(buf);
+        self.write_acks_forced(idx, buf, self.cfg.max_datagram_size, DATA_PACKET_RANGES);
+        Frame::Ping.emit(buf);
+        let p = &mut self.paths[idx];
+        p.answer_pending = false;
+        p.on_sent(
+            now,
+            SentPacket {
+                time: now,
+                size: buf.len() as u32,
+                data: None,
+                ctrl: Vec::new(),
+                path_open: false,
+                state: SentState::Outstanding,
+                reinjected: false,
+                is_reinjection: false,
             },
             &self.cfg,
         );
@@ -398,6 +430,7 @@ impl Connection {
                 path_open: false,
                 state: SentState::Outstanding,
                 reinjected: false,
+                is_reinjection: false,
             },
             &self.cfg,
         );
@@ -484,10 +517,16 @@ impl Connection {
             self.send.next += len;
             return Some(t);
         }
-        if next < self.send.end() {
+        // Nothing new can go out: the peer's window is exhausted, or everything written was
+        // sent and the send buffer is full of unacknowledged data (the application blocks).
+        let window_blocked = next < self.send.end();
+        let buffer_full = self.send.space() == 0 && !self.send.fin && self.send.peer_cum < next;
+        if window_blocked || buffer_full {
             if let Some(t) = self.opportunistic_retransmission(now, buf) {
                 return Some(t);
             }
+        }
+        if window_blocked {
             return self.persist_probe(now, buf);
         }
         self.persist = None;
@@ -529,6 +568,7 @@ impl Connection {
                 path_open: false,
                 state: SentState::Outstanding,
                 reinjected: false,
+                is_reinjection: false,
             },
             &self.cfg,
         );
@@ -580,12 +620,12 @@ impl Connection {
     /// Redundant scheduling (seed 001): every segment on every usable path. Each path walks the
     /// stream with its own cursor; a path behind the others sends its backlog, and a new segment
     /// enters the stream only once every usable path that is not stalled has sent everything
-    /// before it, so the stream moves at the pace of the slowest responsive path. Bytes the peer
-    /// acknowledged are skipped.
+    /// before it, so the stream moves at the pace of the slowest responsive path. A path that
+    /// was stalled or suspected dead skips what was released meanwhile.
     fn send_redundant(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         let mss = self.cfg.max_datagram_size as u64;
         let n = self.paths.len();
-        let base = self.send.peer_cum.min(self.send.end());
+        let base = self.send.base();
         let window_end = self.send.peer_window_end.min(self.send.end());
         let end = self.send.end();
         let fin = self.send.fin;
@@ -620,6 +660,12 @@ impl Connection {
                 }
                 (window_end, true)
             };
+            // Bytes the peer acknowledged through another path while this one was stalled need
+            // not be sent; a responsive path sends everything (it paces the stream).
+            let mut start = start;
+            if !self.holds_back(&self.paths[idx]) {
+                start = start.max(self.send.peer_cum.min(end));
+            }
             let fin_only = new && fin && start == end;
             if start < limit || fin_only {
                 let (t, len) = self.send_segment(
@@ -643,9 +689,9 @@ impl Connection {
         None
     }
 
-    /// Stock MPTCP's receive-buffer optimisation (seed 002 §II): when the peer's window blocks
-    /// new data, send the segment at the left edge of the window again on another path, and
-    /// halve the window of the path that holds it.
+    /// Stock MPTCP's receive-buffer optimisation (seed 002 §II): when no new data can go out
+    /// (the peer's window or the send buffer is exhausted), send the segment at the left edge of
+    /// the window again on another path, and halve the window of the path that holds it.
     fn opportunistic_retransmission(
         &mut self,
         now: Instant,
@@ -666,8 +712,12 @@ impl Connection {
                     .map(|d| (i, d))
             })
         })?;
-        let holder_id = self.paths[holder].id;
-        let idx = self.select(Some(holder_id))?;
+        // The copy goes on the path the scheduler would use now (a backup path stays idle
+        // while a primary works), and only if that is not the path holding the segment.
+        let idx = self.select(None)?;
+        if idx == holder {
+            return None;
+        }
         let (dsn, len) = self
             .send
             .first_unacked(data.dsn, u64::from(data.len), u64::MAX)?;
@@ -737,6 +787,7 @@ impl Connection {
                 path_open: false,
                 state: SentState::Outstanding,
                 reinjected: false,
+                is_reinjection: kind == SegmentKind::Reinjection,
             },
             &self.cfg,
         );
