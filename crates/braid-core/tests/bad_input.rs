@@ -122,3 +122,29 @@ fn truncations_of_every_real_datagram_are_rejected() {
     }
     assert!(p.server.stats().dropped.malformed > 0);
 }
+
+/// Found by `cargo fuzz run connection_datagram`: a forged DATA_ACK acknowledging bytes that
+/// were written but never sent made the sender release them and then read the released range.
+#[test]
+fn data_ack_beyond_what_was_sent_is_refused() {
+    use braid_core::{AddrId, Connection, Side};
+    use std::sync::Arc;
+    let cfg = Arc::new(Config::default());
+    let mut client = Connection::new(cfg, Side::Client, Instant::ZERO);
+    client
+        .open_path(Instant::ZERO, AddrId(0), AddrId(0), false)
+        .unwrap();
+    assert_eq!(client.write(&[240, 35]), 2);
+    let t = Instant::from_millis(1);
+    // Header (path 0, seq 25), DATA_ACK cum=2 window=0, PATH_OPEN.
+    let forged = [16, 0, 25, 0, 16, 245, 37, 3, 2, 0, 0, 8, 0, 0, 0];
+    assert!(client.handle_datagram(t, &forged).is_ok());
+    assert_eq!(
+        client.stats().dropped.protocol,
+        1,
+        "the DATA_ACK is refused"
+    );
+    let mut buf = Vec::new();
+    while client.poll_transmit(t, &mut buf).is_some() {}
+    assert_eq!(client.send_buffered(), 2, "unsent bytes are kept");
+}

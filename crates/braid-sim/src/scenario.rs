@@ -380,6 +380,8 @@ pub fn load_str(
             None => err(None, msg),
         }
     })?;
+    // Command-line overrides win over everything in the file, sweeps and variants included.
+    let mut cli: Vec<(String, toml::Value)> = Vec::new();
     for o in overrides {
         let (key, value) = o.split_once('=').ok_or_else(|| {
             err(
@@ -387,8 +389,15 @@ pub fn load_str(
                 format!("--set `{o}`: expected key=value, e.g. connection.reinjection=rej1"),
             )
         })?;
-        set_path(&mut root, key.trim(), parse_value(value.trim()))
-            .map_err(|m| err(Some(key.trim().to_string()), m))?;
+        let key = key.trim().to_string();
+        let value = parse_value(value.trim());
+        // Applied to the base now, to report errors in the key at once.
+        set_path(&mut root, &key, value.clone()).map_err(|m| err(Some(key.clone()), m))?;
+        // Overrides of the sweep or the variants change the plan itself, not each variant.
+        let first = split_key(&key).unwrap_or_default().into_iter().next();
+        if !matches!(first.as_deref(), Some("sweep" | "variant")) {
+            cli.push((key, value));
+        }
     }
     let sweep = match root.remove("sweep") {
         None => Vec::new(),
@@ -404,6 +413,13 @@ pub fn load_str(
             .collect::<Result<Vec<_>, _>>()?,
         Some(_) => return Err(err(Some("sweep".into()), "expected a table".into())),
     };
+    // A swept key set on the command line is no longer swept.
+    let overridden = |k: &str| {
+        let k = split_key(k).unwrap_or_default();
+        cli.iter()
+            .any(|(c, _)| split_key(c).unwrap_or_default() == k)
+    };
+    let sweep: Vec<_> = sweep.into_iter().filter(|(k, _)| !overridden(k)).collect();
     let named = match root.remove("variant") {
         None => Vec::new(),
         Some(toml::Value::Array(a)) => a
@@ -443,7 +459,7 @@ pub fn load_str(
     let mut variants = Vec::new();
     for (name, sets) in combos {
         let mut t = root.clone();
-        for (k, v) in &sets {
+        for (k, v) in sets.iter().chain(&cli) {
             set_path(&mut t, k, v.clone()).map_err(|m| err(Some(k.clone()), m))?;
         }
         let scenario: Scenario =
@@ -644,9 +660,14 @@ fn check(
             (None, Some(b)) => QueueLimit::Bytes(b.0),
             (None, None) => QueueLimit::Packets(100),
         };
-        let down = capacity(l.rate, &l.trace, base_dir).map_err(|m| (key("rate"), m))?;
+        let field = |trace: &Option<String>, rate: &str, tr: &str| {
+            if trace.is_some() { key(tr) } else { key(rate) }
+        };
+        let down = capacity(l.rate, &l.trace, base_dir)
+            .map_err(|m| (field(&l.trace, "rate", "trace"), m))?;
         let up = if l.up_rate.is_some() || l.up_trace.is_some() {
-            capacity(l.up_rate, &l.up_trace, base_dir).map_err(|m| (key("up_rate"), m))?
+            capacity(l.up_rate, &l.up_trace, base_dir)
+                .map_err(|m| (field(&l.up_trace, "up_rate", "up_trace"), m))?
         } else {
             down.clone()
         };

@@ -150,7 +150,8 @@ impl Connection {
                 window,
                 ranges,
             } => {
-                let sent_end = self.send.end() + u64::from(self.send.fin_sent);
+                // Only what was sent can be acknowledged (the FIN counts as one unit).
+                let sent_end = self.stream_sent() + u64::from(self.send.fin_sent);
                 if !self.send.on_data_ack(cum, window, ranges.iter(), sent_end) {
                     self.stats.dropped.protocol += 1;
                     return;

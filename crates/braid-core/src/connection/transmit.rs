@@ -28,6 +28,8 @@ pub struct Transmit {
 
 /// Ranges per ACK / DATA_ACK frame in packets that carry data (like TCP's few SACK blocks).
 const DATA_PACKET_RANGES: usize = 4;
+/// Unacknowledged packets per path searched for the segment blocking the receive window.
+const OPPORTUNISTIC_SEARCH: usize = 32;
 /// Connection-level ranges in a pure acknowledgement: the lowest holes matter for
 /// reinjection decisions; more only cost the sender time.
 const PURE_ACK_DATA_RANGES: usize = 8;
@@ -705,8 +707,10 @@ impl Connection {
         if self.opportunistic_done == Some(blocking) {
             return None;
         }
+        // The blocking byte is the oldest unacknowledged one: its packet is among the first
+        // unacknowledged ones of its path.
         let (holder, data) = self.paths.iter().enumerate().find_map(|(i, p)| {
-            p.unacked().find_map(|(_, pkt)| {
+            p.unacked().take(OPPORTUNISTIC_SEARCH).find_map(|(_, pkt)| {
                 pkt.data
                     .filter(|d| d.dsn <= blocking && blocking < d.dsn + u64::from(d.len))
                     .map(|d| (i, d))

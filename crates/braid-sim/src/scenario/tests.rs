@@ -1,1 +1,194 @@
+use super::*;
 
+const BASE: &str = r#"
+name = "t"
+duration = "5s"
+[[link]]
+name = "a"
+rate = "10Mbit"
+delay = "10ms"
+[[link]]
+name = "b"
+rate = "20Mbit"
+delay = "20ms"
+[app]
+kind = "bulk"
+"#;
+
+fn load(text: &str, overrides: &[&str]) -> Result<Plan, ScenarioError> {
+    let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    load_str(text, "test.toml", Path::new("."), &o)
+}
+
+fn err(text: &str, overrides: &[&str]) -> String {
+    load(text, overrides).unwrap_err().to_string()
+}
+
+#[test]
+fn base_loads_with_defaults() {
+    let p = load(BASE, &[]).unwrap();
+    assert_eq!(p.variants.len(), 1);
+    let v = &p.variants[0];
+    assert_eq!(v.name, "stock");
+    assert_eq!(v.links.len(), 2);
+    assert_eq!(v.scenario.repetitions, 1);
+    assert_eq!(v.config.rto_min, Duration::from_millis(200));
+}
+
+#[test]
+fn unknown_keys_name_the_file_and_the_key() {
+    let e = err(
+        &BASE.replace("delay = \"10ms\"", "delay = \"10ms\"\nrat = 3"),
+        &[],
+    );
+    assert!(e.starts_with("test.toml: key `link[0]"), "{e}");
+    assert!(e.contains("unknown field `rat`"), "{e}");
+    let e = err(BASE, &["connection.rto_mn=1s"]);
+    assert!(e.contains("connection") && e.contains("rto_mn"), "{e}");
+}
+
+#[test]
+fn wrong_types_and_impossible_values_are_explained() {
+    let e = err(&BASE.replace("rate = \"10Mbit\"", "rate = \"-5Mbit\""), &[]);
+    assert!(
+        e.contains("key `link[0].rate`") && e.contains("positive"),
+        "{e}"
+    );
+    let e = err(&BASE.replace("rate = \"10Mbit\"", "rate = true"), &[]);
+    assert!(
+        e.contains("key `link[0].rate`") && e.contains("a rate such as"),
+        "{e}"
+    );
+    let e = err(BASE, &["link.0.loss=1.5"]);
+    assert!(
+        e.contains("link[0].loss") && e.contains("0 ≤ loss < 1"),
+        "{e}"
+    );
+    let e = err(BASE, &["duration=0s"]);
+    assert!(e.contains("key `duration`"), "{e}");
+    let e = err(BASE, &["app.kind=\"cbr\""]);
+    assert!(e.contains("app.rate"), "{e}");
+}
+
+#[test]
+fn reinjection_k_below_one_is_refused() {
+    let e = err(BASE, &["connection.reinjection=rej0"]);
+    assert!(
+        e.contains("connection.reinjection") && e.contains("K ≥ 1"),
+        "{e}"
+    );
+    let e = err(BASE, &["connection.scheduler=fastest"]);
+    assert!(e.contains("allowed: minrtt, roundrobin, redundant"), "{e}");
+}
+
+#[test]
+fn missing_trace_file_is_reported() {
+    let t = BASE.replace("rate = \"10Mbit\"", "trace = \"no/such.trace\"");
+    let e = err(&t, &[]);
+    assert!(e.contains("link[0]") && e.contains("no/such.trace"), "{e}");
+}
+
+#[test]
+fn syntax_errors_give_the_line() {
+    let e = err("name = \"x\"\nduration = \n", &[]);
+    assert!(e.starts_with("test.toml: line 2"), "{e}");
+}
+
+#[test]
+fn overrides_by_index_name_and_quoted_key() {
+    let p = load(
+        BASE,
+        &["link.b.delay=35ms", "link.0.rate=50Mbit", "repetitions=3"],
+    )
+    .unwrap();
+    let v = &p.variants[0];
+    assert_eq!(v.scenario.links[1].delay.0, Duration::from_millis(35));
+    assert_eq!(v.scenario.links[0].rate.unwrap().0, 50e6);
+    assert_eq!(v.scenario.repetitions, 3);
+    let t = format!("{BASE}\n[sweep]\n\"connection.reinjection\" = [\"stock\", \"rej2\"]\n");
+    let p = load(&t, &["sweep.\"connection.reinjection\"=[\"rej4\"]"]).unwrap();
+    assert_eq!(p.variants.len(), 1);
+    assert_eq!(p.variants[0].name, "rej4");
+    let e = err(BASE, &["link.c.delay=1ms"]);
+    assert!(e.contains("no `link` entry named `c`"), "{e}");
+    let e = err(BASE, &["nonsense"]);
+    assert!(e.contains("expected key=value"), "{e}");
+}
+
+#[test]
+fn sweeps_and_variants_are_named_after_their_values() {
+    let t = format!(
+        "{BASE}\n[sweep]\n\"connection.reinjection\" = [\"stock\", \"pto\", \"rej1\"]\n\
+         [[variant]]\nname = \"minrtt\"\nset = {{ \"connection.scheduler\" = \"minrtt\" }}\n\
+         [[variant]]\nname = \"backup\"\nset = {{ \"link.b.backup\" = true }}\n"
+    );
+    let p = load(&t, &[]).unwrap();
+    let names: Vec<_> = p.variants.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "minrtt-stock",
+            "minrtt-pto",
+            "minrtt-rej1",
+            "backup-stock",
+            "backup-pto",
+            "backup-rej1"
+        ]
+    );
+    assert!(p.variants[3].scenario.links[1].backup);
+    assert_eq!(p.variants[2].settings["connection.reinjection"], "rej1");
+    let dup = format!("{BASE}\n[[variant]]\nname = \"x\"\n[[variant]]\nname = \"x\"\n");
+    assert!(err(&dup, &[]).contains("two variants are named `x`"));
+}
+
+#[test]
+fn schedules_expand_to_a_timeline() {
+    let t = format!(
+        "{BASE}\n[[schedule]]\nlink = \"a\"\nkind = \"addr\"\nfirst = \"1s\"\ndown = \"0.5s\"\nup = \"0.5s\"\ncount = 3\n"
+    );
+    let p = load(&t, &[]).unwrap();
+    let tl: Vec<_> = p.variants[0]
+        .timeline
+        .iter()
+        .map(|(t, _, a)| (t.as_millis(), *a))
+        .collect();
+    assert_eq!(
+        tl,
+        [
+            (1000, Action::AddrLost),
+            (1500, Action::AddrBack),
+            (2000, Action::AddrLost),
+            (2500, Action::AddrBack),
+            (3000, Action::AddrLost),
+            (3500, Action::AddrBack),
+        ]
+    );
+    let e = err(&t.replace("count = 3", "count = 30"), &[]);
+    assert!(
+        e.contains("schedule[0].count") && e.contains("after the run"),
+        "{e}"
+    );
+    let e = err(&t.replace("link = \"a\"\nkind", "link = \"z\"\nkind"), &[]);
+    assert!(e.contains("no link `z`; links are a, b"), "{e}");
+}
+
+#[test]
+fn shipped_scenarios_load() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            match super::load(&p, &[]) {
+                Ok(plan) => assert!(!plan.variants.is_empty()),
+                // A scenario on a real trace needs ../shared/traces beside the checkout.
+                Err(e) if e.message.contains("cannot read trace") => {
+                    eprintln!("skipped {}: {e}", p.display());
+                }
+                Err(e) => panic!("{e}"),
+            }
+            n += 1;
+        }
+    }
+    assert!(n >= 6, "expected the E1–E5 scenarios, found {n}");
+}

@@ -1,0 +1,158 @@
+//! `braid sim` as a user runs it.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn braid() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_braid"))
+}
+
+fn scenario(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios")
+        .join(name)
+}
+
+#[test]
+fn json_has_stable_keys_and_variant_names() {
+    let out = braid()
+        .arg("sim")
+        .arg(scenario("e3-rtt-below-rtomin.toml"))
+        .args(["--json", "--quiet", "--reps", "1"])
+        .args(["--set", "duration=30s", "--set", "schedule.0.count=2"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "scenario",
+        "file",
+        "description",
+        "seed",
+        "repetitions",
+        "duration_s",
+        "paper",
+        "variants",
+    ] {
+        assert!(j.get(key).is_some(), "missing {key}");
+    }
+    let names: Vec<&str> = j["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["stock", "pto", "rej1", "rej2", "rej4"]);
+    let m = &j["variants"][0]["metrics"]["delay_increase_ms"];
+    for key in ["median", "q1", "q3", "min", "max", "n"] {
+        assert!(m.get(key).is_some(), "missing metrics.{key}");
+    }
+    assert_eq!(m["n"], 2);
+    assert!(j["variants"][0]["runs"][0]["seed"].is_u64());
+    assert_eq!(j["paper"]["values"]["stock"]["delay_increase_ms"], 400.0);
+}
+
+#[test]
+fn table_shows_the_papers_numbers_and_progress_goes_to_stderr() {
+    let out = braid()
+        .arg("sim")
+        .arg(scenario("e1-vlc-throughput.toml"))
+        .args(["--reps", "1", "--set", "duration=5s"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("median [q1–q3]"), "{table}");
+    assert!(table.contains("paper (seed 001"), "{table}");
+    for v in ["minrtt", "redundant", "backup"] {
+        assert!(table.lines().any(|l| l.starts_with(v)), "{table}");
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("[3/3]"), "progress: {err}");
+}
+
+#[test]
+fn bad_scenarios_give_one_line_errors() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--set", "connection.reinjection=rej0"],
+            "key `connection.reinjection`",
+        ),
+        (&["--set", "link.0.rate=-3Mbit"], "key `link[0].rate`"),
+        (&["--set", "link.wlan.colour=3"], "unknown field `colour`"),
+        (
+            &["--set", "link.0.trace=\"x.down\""],
+            "give either a rate or a trace",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = braid()
+            .arg("sim")
+            .arg(scenario("e3-rtt-below-rtomin.toml"))
+            .args(*args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains("e3-rtt-below-rtomin.toml"), "{err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    // A trace that does not exist.
+    let dir = std::env::temp_dir().join(format!("braid-sim-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = std::fs::read_to_string(scenario("e3-rtt-below-rtomin.toml"))
+        .unwrap()
+        .replacen("rate = \"30Mbit\"", "trace = \"missing.down\"", 1);
+    let file = dir.join("trace.toml");
+    std::fs::write(&file, text).unwrap();
+    let out = braid().arg("sim").arg(&file).output().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("key `link[0].trace`") && err.contains("cannot read trace"),
+        "{err}"
+    );
+    assert!(err.contains("missing.down"), "{err}");
+
+    let out = braid().args(["sim", "/nonexistent.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read the scenario"));
+}
+
+#[test]
+fn out_writes_csv_time_series() {
+    let dir = std::env::temp_dir().join(format!("braid-sim-out-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = braid()
+        .arg("sim")
+        .arg(scenario("e2-shadowing.toml"))
+        .args(["--quiet", "--reps", "1", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let ts = std::fs::read_to_string(dir.join("backup/seed1/timeseries.csv")).unwrap();
+    assert!(ts.starts_with("t_s,throughput_mbps,vlc1_rx_mbps"));
+    assert!(ts.lines().count() > 100);
+    assert!(dir.join("summary.json").exists());
+    assert!(dir.join("redundant/seed1/deliveries.csv").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bench_reports_speed_as_a_multiple_of_real_time() {
+    let out = braid()
+        .args(["sim", "--bench", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("x real time"), "{s}");
+    assert!(s.contains("events/s"), "{s}");
+}
