@@ -1,0 +1,176 @@
+//! Path-manager configuration.
+
+use std::time::Duration;
+
+use crate::hmm::Model;
+
+/// The base policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Stock: a subflow on every interface with an address, at once (SPEC M4 full mesh).
+    FullMesh,
+    /// Stock backup mode: as full mesh, subflows on `backup` interfaces flagged backup.
+    Backup,
+    /// Seed 000 Algorithm 1: subflows follow each interface's smoothed signal strength.
+    CrossLayer,
+    /// Seed 000 §V.A.2: the primary (`primary` interface) hands over to the backup interfaces
+    /// when its signal falls below the threshold, and back when it recovers.
+    CrossLayerBackup,
+}
+
+impl Mode {
+    pub const NAMES: &'static [&'static str] = &["fullmesh", "backup", "cross", "cross-backup"];
+
+    pub fn from_name(s: &str) -> Option<Mode> {
+        Some(match s {
+            "fullmesh" | "stock" => Mode::FullMesh,
+            "backup" => Mode::Backup,
+            "cross" | "cross-layer" => Mode::CrossLayer,
+            "cross-backup" | "cross-layer-backup" => Mode::CrossLayerBackup,
+            _ => return None,
+        })
+    }
+
+    pub fn uses_signal(self) -> bool {
+        matches!(self, Mode::CrossLayer | Mode::CrossLayerBackup)
+    }
+}
+
+/// Per-interface settings, matched by interface name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IfaceConfig {
+    pub name: String,
+    /// Threshold T of Algorithm 1; `None`: the interface has no signal input and is good
+    /// whenever it is up (a cellular modem, a wire).
+    pub threshold_dbm: Option<f64>,
+    /// Weight of a new sample in RSSI(t) = (1−α)·RSSI(t−1) + α·sample (seed 000 Alg. 1).
+    pub alpha: f64,
+    /// A bad interface becomes good again only above T + hysteresis (0: Algorithm 1 as is).
+    pub hysteresis_db: f64,
+    /// Backup role (modes `Backup`, `CrossLayerBackup`).
+    pub backup: bool,
+}
+
+impl IfaceConfig {
+    pub fn new(name: &str) -> Self {
+        IfaceConfig {
+            name: name.to_string(),
+            threshold_dbm: None,
+            alpha: 0.5,
+            hysteresis_db: 0.0,
+            backup: false,
+        }
+    }
+}
+
+/// HMM prediction (seed 004 §III.C).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HmmConfig {
+    pub model: Model,
+    /// How often observations are taken and Viterbi runs (1–2 s in seed 004).
+    pub interval: Duration,
+    /// Observations kept in the sliding window.
+    pub window: usize,
+    /// Smoothed RSS at least this far above T is a "good" observation ...
+    pub good_margin_db: f64,
+    /// ... at most this far above T a "bad" one, "moderate" between: the bands sit above the
+    /// threshold so that a fading link is seen coming.
+    pub bad_margin_db: f64,
+}
+
+impl Default for HmmConfig {
+    fn default() -> Self {
+        HmmConfig {
+            model: Model::default(),
+            interval: Duration::from_secs(1),
+            window: 5,
+            good_margin_db: 8.0,
+            bad_margin_db: 3.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub mode: Mode,
+    pub ifaces: Vec<IfaceConfig>,
+    /// Backup-mode variant: remove the weak primary's subflow instead of only flagging it.
+    pub remove_weak: bool,
+    pub hmm: Option<HmmConfig>,
+    /// Seed 004 §V.A.3: create a subflow only between addresses of the same /24.
+    pub same_subnet: bool,
+    /// Announce local addresses to the peer when a connection is established (the passive
+    /// side's path manager usually does this).
+    pub announce: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mode: Mode::FullMesh,
+            ifaces: Vec::new(),
+            remove_weak: false,
+            hmm: None,
+            same_subnet: false,
+            announce: false,
+        }
+    }
+}
+
+impl Config {
+    /// Checks the settings; the message names the field and what is allowed.
+    pub fn validate(&self) -> Result<(), String> {
+        for i in &self.ifaces {
+            if !(i.alpha > 0.0 && i.alpha <= 1.0) {
+                return Err(format!(
+                    "interface {}: alpha {} out of range: allowed 0 < alpha ≤ 1",
+                    i.name, i.alpha
+                ));
+            }
+            if i.hysteresis_db < 0.0 || !i.hysteresis_db.is_finite() {
+                return Err(format!(
+                    "interface {}: hysteresis must be zero or positive (dB)",
+                    i.name
+                ));
+            }
+            if let Some(t) = i.threshold_dbm
+                && !(-150.0..=0.0).contains(&t)
+            {
+                return Err(format!(
+                    "interface {}: threshold {t} dBm out of range: allowed −150..=0",
+                    i.name
+                ));
+            }
+        }
+        if self.mode.uses_signal() && !self.ifaces.iter().any(|i| i.threshold_dbm.is_some()) {
+            return Err("a cross-layer mode needs at least one interface with a threshold".into());
+        }
+        if self.mode == Mode::CrossLayerBackup {
+            if !self.ifaces.iter().any(|i| i.backup) {
+                return Err("mode cross-backup needs an interface with backup = true".into());
+            }
+            if !self
+                .ifaces
+                .iter()
+                .any(|i| !i.backup && i.threshold_dbm.is_some())
+            {
+                return Err(
+                    "mode cross-backup needs a primary interface (backup = false) with a threshold"
+                        .into(),
+                );
+            }
+        }
+        if let Some(h) = &self.hmm {
+            if h.window == 0 || h.window > 64 {
+                return Err("hmm window must be within 1..=64 observations".into());
+            }
+            if h.interval.is_zero() {
+                return Err("hmm interval must be positive".into());
+            }
+            if h.good_margin_db.partial_cmp(&h.bad_margin_db) != Some(std::cmp::Ordering::Greater) {
+                return Err("hmm good_margin_db must exceed bad_margin_db".into());
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,163 @@
+//! What a path manager hears and what it asks for (seed 000 Tables I–III, SPEC M4). The
+//! types name connections, subflows, interfaces and addresses without any reference to a
+//! transport's internals, so the same policies drive braid's own paths and Linux kernel MPTCP.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+/// A connection (an MPTCP token, or braid's connection number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub u64);
+
+/// A subflow, numbered by the backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SubflowId(pub u64);
+
+/// A network interface (ifindex, or the simulator's link number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct IfaceId(pub u32);
+
+/// An address id as MPTCP numbers them (per side).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AddrId(pub u8);
+
+impl fmt::Display for IfaceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "if{}", self.0)
+    }
+}
+
+/// One end of a subflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    pub id: AddrId,
+    pub addr: Option<SocketAddr>,
+}
+
+/// Events (seed 000 Table I: path-manager events; Table II: network-monitor events; plus the
+/// radio's signal samples).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A connection was created (not yet established). `initiator` is true on the side that
+    /// opened it (the side that creates subflows).
+    ConnectionCreated {
+        conn: ConnId,
+        local: Endpoint,
+        remote: Endpoint,
+        iface: Option<IfaceId>,
+        initiator: bool,
+    },
+    /// The connection is established; `subflow` is its initial subflow (described by `local`,
+    /// `remote`, `iface`), when the backend numbers it.
+    ConnectionEstablished {
+        conn: ConnId,
+        subflow: Option<SubflowId>,
+        local: Endpoint,
+        remote: Endpoint,
+        iface: Option<IfaceId>,
+    },
+    ConnectionClosed {
+        conn: ConnId,
+    },
+    /// The peer announced an address (ADD_ADDR).
+    AddrAnnounced {
+        conn: ConnId,
+        remote: Endpoint,
+    },
+    /// The peer withdrew an address (REMOVE_ADDR).
+    AddrRemoved {
+        conn: ConnId,
+        id: AddrId,
+    },
+    SubflowEstablished {
+        conn: ConnId,
+        subflow: SubflowId,
+        iface: Option<IfaceId>,
+        local: Endpoint,
+        remote: Endpoint,
+        backup: bool,
+    },
+    SubflowClosed {
+        conn: ConnId,
+        subflow: SubflowId,
+    },
+    SubflowPriority {
+        conn: ConnId,
+        subflow: SubflowId,
+        backup: bool,
+    },
+    IfaceNew {
+        iface: IfaceId,
+        name: String,
+        up: bool,
+    },
+    IfaceUpdated {
+        iface: IfaceId,
+        up: bool,
+    },
+    IfaceRemoved {
+        iface: IfaceId,
+    },
+    LocalAddrNew {
+        iface: IfaceId,
+        id: AddrId,
+        addr: Option<IpAddr>,
+    },
+    LocalAddrRemoved {
+        iface: IfaceId,
+        id: AddrId,
+    },
+    /// A signal-strength sample measured on an interface (e.g. per received CAM beacon).
+    Signal {
+        iface: IfaceId,
+        rssi_dbm: f64,
+    },
+    /// A link-quality sample in seed 004's `if_quality` scale (0..=10000), for HMM observations.
+    Quality {
+        iface: IfaceId,
+        if_quality: u32,
+    },
+}
+
+/// Commands (seed 000 Table III).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Advertise a local address to the peer (ADD_ADDR).
+    AnnounceAddr {
+        conn: ConnId,
+        local: Endpoint,
+    },
+    /// Stop advertising it (REMOVE_ADDR).
+    WithdrawAddr {
+        conn: ConnId,
+        id: AddrId,
+    },
+    CreateSubflow {
+        conn: ConnId,
+        iface: IfaceId,
+        local: Endpoint,
+        remote: Endpoint,
+        backup: bool,
+    },
+    RemoveSubflow {
+        conn: ConnId,
+        subflow: SubflowId,
+    },
+    SetBackup {
+        conn: ConnId,
+        subflow: SubflowId,
+        backup: bool,
+    },
+}
+
+impl Command {
+    pub fn conn(&self) -> ConnId {
+        match self {
+            Command::AnnounceAddr { conn, .. }
+            | Command::WithdrawAddr { conn, .. }
+            | Command::CreateSubflow { conn, .. }
+            | Command::RemoveSubflow { conn, .. }
+            | Command::SetBackup { conn, .. } => *conn,
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! braid-pm: path managers as sans-IO components (SPEC M4, seed 000 Tables I–III).
+//!
+//! A [`PathManager`] consumes [`Event`]s (connections, subflows, addresses, interfaces, signal
+//! samples) and emits [`Command`]s (create/remove subflow, set backup, announce/withdraw
+//! address). It knows nothing of the transport that executes them: the simulator and braid's
+//! daemon apply them to `braid_core::Connection`s, `braid pm` sends them to the Linux kernel's
+//! userspace path manager.
+
+#![deny(unsafe_code)]
+
+pub mod config;
+pub mod event;
+pub mod hmm;
+pub mod manager;
+pub mod signal;
+
+pub use config::{Config, HmmConfig, IfaceConfig, Mode};
+pub use event::{AddrId, Command, ConnId, Endpoint, Event, IfaceId, SubflowId};
+pub use manager::{Decision, IfaceStatus, Manager, PathManager, Reason, Stats};

@@ -1,0 +1,800 @@
+//! The policy engine: events in, commands out.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::IpAddr;
+
+use braid_core::Instant;
+
+use crate::config::{Config, IfaceConfig, Mode};
+use crate::event::{AddrId, Command, ConnId, Endpoint, Event, IfaceId, SubflowId};
+use crate::hmm::{self, Obs, State};
+
+/// A path manager: sans-IO, like the transport core. The backend (the simulator, braid's
+/// daemon, the kernel's userspace path manager over netlink) feeds it events and executes its
+/// commands; time is an argument.
+pub trait PathManager: Send {
+    fn handle_event(&mut self, now: Instant, event: &Event);
+    /// Runs timers due at `now` (periodic HMM prediction).
+    fn handle_timeout(&mut self, now: Instant);
+    fn poll_timeout(&self) -> Option<Instant>;
+    fn poll_command(&mut self) -> Option<Command>;
+}
+
+/// Why a decision was taken, for logs, `status` and plots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// Stock behaviour (full mesh, backup configuration).
+    Stock,
+    /// The smoothed signal crossed the threshold.
+    Signal,
+    /// The HMM predicts a disconnection (or a reconnection).
+    Prediction,
+    /// The interface or its address went away (or came back).
+    Interface,
+    /// The backup-mode variant hands over between primary and backup.
+    Handover,
+}
+
+/// One decision of the manager.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub at: Instant,
+    pub iface: IfaceId,
+    pub command: Command,
+    pub reason: Reason,
+    /// The smoothed signal when it was taken.
+    pub rssi_dbm: Option<f64>,
+}
+
+/// What `status` shows of an interface.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IfaceStatus {
+    pub iface: IfaceId,
+    pub name: String,
+    pub up: bool,
+    pub rssi_dbm: Option<f64>,
+    pub threshold_dbm: Option<f64>,
+    /// Algorithm 1's verdict (signal and prediction).
+    pub good: bool,
+    pub predicted: Option<State>,
+    /// Backup/active changes on this interface's subflows.
+    pub flips: u64,
+    pub samples: u64,
+}
+
+#[derive(Debug)]
+struct Iface {
+    name: String,
+    cfg: IfaceConfig,
+    up: bool,
+    locals: Vec<(AddrId, Option<IpAddr>)>,
+    rssi: Option<f64>,
+    samples: u64,
+    /// The signal verdict with hysteresis.
+    signal_good: bool,
+    quality: Option<u32>,
+    obs: VecDeque<Obs>,
+    predicted: Option<State>,
+    flips: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Subflow {
+    /// `None` while requested and not established yet.
+    id: Option<SubflowId>,
+    iface: IfaceId,
+    local: Endpoint,
+    backup: bool,
+}
+
+#[derive(Debug)]
+struct Conn {
+    initiator: bool,
+    established: bool,
+    remote: Endpoint,
+    remotes: Vec<Endpoint>,
+    subflows: Vec<Subflow>,
+}
+
+/// Counters.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Stats {
+    pub subflows_created: u64,
+    pub subflows_removed: u64,
+    pub backup_set: u64,
+    pub backup_cleared: u64,
+    pub signal_samples: u64,
+    /// Samples for interfaces the manager does not know (dropped).
+    pub unknown_iface_samples: u64,
+    /// Samples with impossible values (dropped).
+    pub bad_samples: u64,
+}
+
+/// The configurable path manager (full mesh, backup, cross-layer, cross-layer backup mode,
+/// each optionally with HMM prediction and same-subnet pairing).
+#[derive(Debug)]
+pub struct Manager {
+    cfg: Config,
+    ifaces: BTreeMap<IfaceId, Iface>,
+    conns: BTreeMap<ConnId, Conn>,
+    commands: VecDeque<Command>,
+    decisions: Vec<Decision>,
+    next_prediction: Option<Instant>,
+    now: Instant,
+    stats: Stats,
+}
+
+/// Decisions kept for display.
+const DECISION_LOG: usize = 100_000;
+
+impl Manager {
+    pub fn new(cfg: Config) -> Result<Self, String> {
+        cfg.validate()?;
+        Ok(Manager {
+            cfg,
+            ifaces: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            commands: VecDeque::new(),
+            decisions: Vec::new(),
+            next_prediction: None,
+            now: Instant::ZERO,
+            stats: Stats::default(),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    pub fn decisions(&self) -> &[Decision] {
+        &self.decisions
+    }
+
+    pub fn ifaces(&self) -> impl Iterator<Item = IfaceStatus> + '_ {
+        self.ifaces.iter().map(|(&id, i)| IfaceStatus {
+            iface: id,
+            name: i.name.clone(),
+            up: i.up,
+            rssi_dbm: i.rssi,
+            threshold_dbm: i.cfg.threshold_dbm,
+            good: self.good(id),
+            predicted: i.predicted,
+            flips: i.flips,
+            samples: i.samples,
+        })
+    }
+
+    /// Subflows known per connection: (connection, subflow, interface, backup).
+    pub fn subflows(
+        &self,
+    ) -> impl Iterator<Item = (ConnId, Option<SubflowId>, IfaceId, bool)> + '_ {
+        self.conns.iter().flat_map(|(&c, conn)| {
+            conn.subflows
+                .iter()
+                .map(move |s| (c, s.id, s.iface, s.backup))
+        })
+    }
+
+    fn iface_cfg(&self, name: &str) -> IfaceConfig {
+        self.cfg
+            .ifaces
+            .iter()
+            .find(|i| i.name == name)
+            .cloned()
+            .unwrap_or_else(|| IfaceConfig::new(name))
+    }
+
+    /// Whether new data should use the interface: up, with an address, and (for cross-layer
+    /// modes) a smoothed signal above the threshold and no predicted disconnection.
+    fn good(&self, id: IfaceId) -> bool {
+        let Some(i) = self.ifaces.get(&id) else {
+            return false;
+        };
+        if !i.up || i.locals.is_empty() {
+            return false;
+        }
+        if !self.cfg.mode.uses_signal() || i.cfg.threshold_dbm.is_none() {
+            return true;
+        }
+        i.signal_good && i.predicted != Some(State::Disconnect)
+    }
+
+    fn iface_of(&self, local: AddrId) -> Option<IfaceId> {
+        self.ifaces
+            .iter()
+            .find(|(_, i)| i.locals.iter().any(|(id, _)| *id == local))
+            .map(|(&id, _)| id)
+    }
+
+    fn available(&self, id: IfaceId) -> bool {
+        self.ifaces
+            .get(&id)
+            .is_some_and(|i| i.up && !i.locals.is_empty())
+    }
+
+    fn push(&mut self, iface: IfaceId, command: Command, reason: Reason) {
+        let rssi = self.ifaces.get(&iface).and_then(|i| i.rssi);
+        match &command {
+            Command::CreateSubflow { .. } => self.stats.subflows_created += 1,
+            Command::RemoveSubflow { .. } => self.stats.subflows_removed += 1,
+            Command::SetBackup { backup: true, .. } => self.stats.backup_set += 1,
+            Command::SetBackup { backup: false, .. } => self.stats.backup_cleared += 1,
+            _ => {}
+        }
+        if matches!(command, Command::SetBackup { .. })
+            && let Some(i) = self.ifaces.get_mut(&iface)
+        {
+            i.flips += 1;
+        }
+        if self.decisions.len() < DECISION_LOG {
+            self.decisions.push(Decision {
+                at: self.now,
+                iface,
+                command: command.clone(),
+                reason,
+                rssi_dbm: rssi,
+            });
+        }
+        self.commands.push_back(command);
+    }
+
+    /// The remote end a subflow from `local` should go to.
+    fn remote_for(&self, conn: &Conn, local: &Endpoint) -> Option<Endpoint> {
+        if !self.cfg.same_subnet {
+            return Some(conn.remote);
+        }
+        // Seed 004 §V.A.3: only a remote address in the same /24 (else the primary subnet).
+        let Some(IpAddr::V4(l)) = local.addr.map(|a| a.ip()) else {
+            return Some(conn.remote);
+        };
+        let same = |e: &Endpoint| matches!(e.addr.map(|a| a.ip()), Some(IpAddr::V4(r)) if r.octets()[..3] == l.octets()[..3]);
+        conn.remotes
+            .iter()
+            .chain(std::iter::once(&conn.remote))
+            .find(|e| same(e))
+            .copied()
+    }
+
+    /// Algorithm 1 (and its stock and backup-mode counterparts) for one interface of one
+    /// connection.
+    fn apply(&mut self, c: ConnId, iface: IfaceId, reason: Reason) {
+        let Some(conn) = self.conns.get(&c) else {
+            return;
+        };
+        if !conn.initiator || !conn.established {
+            return;
+        }
+        let available = self.available(iface);
+        let good = self.good(iface);
+        let role_backup = self.ifaces.get(&iface).is_some_and(|i| i.cfg.backup);
+        let existing: Vec<Subflow> = conn
+            .subflows
+            .iter()
+            .filter(|s| s.iface == iface)
+            .cloned()
+            .collect();
+        if !available {
+            for s in existing {
+                self.remove(c, &s, Reason::Interface);
+            }
+            return;
+        }
+        match self.cfg.mode {
+            Mode::FullMesh => {
+                if existing.is_empty() {
+                    self.create(c, iface, false, reason);
+                }
+            }
+            Mode::Backup => {
+                if existing.is_empty() {
+                    self.create(c, iface, role_backup, reason);
+                }
+            }
+            Mode::CrossLayer => {
+                if good {
+                    // RSSI > T: establish S, or clear its backup flag.
+                    if existing.is_empty() {
+                        self.create(c, iface, false, reason);
+                    }
+                    for s in existing.iter().filter(|s| s.backup) {
+                        self.set_backup(c, s, false, reason);
+                    }
+                } else {
+                    // RSSI ≤ T: active S becomes backup; S not active (not established) goes.
+                    for s in existing {
+                        match s.id {
+                            Some(_) if !s.backup => self.set_backup(c, &s, true, reason),
+                            Some(_) => {}
+                            None => self.remove(c, &s, reason),
+                        }
+                    }
+                }
+            }
+            Mode::CrossLayerBackup => {
+                if role_backup {
+                    // Backup interfaces follow the primaries (see `handover`).
+                    let any_primary_good = self.primaries().any(|p| self.good(p));
+                    if !any_primary_good {
+                        self.activate(c, iface, Reason::Handover);
+                    } else if existing.is_empty() {
+                        // A standby subflow, ready before it is needed.
+                        self.create(c, iface, true, reason);
+                    }
+                } else {
+                    self.handover(c, iface, good, reason);
+                }
+            }
+        }
+    }
+
+    fn primaries(&self) -> impl Iterator<Item = IfaceId> + '_ {
+        self.ifaces
+            .iter()
+            .filter(|(_, i)| !i.cfg.backup && i.cfg.threshold_dbm.is_some())
+            .map(|(&id, _)| id)
+    }
+
+    fn backups(&self) -> Vec<IfaceId> {
+        self.ifaces
+            .iter()
+            .filter(|(_, i)| i.cfg.backup)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// Seed 000 §V.A.2: when the primary weakens, first make the backup active (creating its
+    /// subflow if missing), then flag the primary backup (or remove it); the reverse when the
+    /// primary recovers.
+    fn handover(&mut self, c: ConnId, primary: IfaceId, good: bool, reason: Reason) {
+        let subs: Vec<Subflow> = self.conns[&c]
+            .subflows
+            .iter()
+            .filter(|s| s.iface == primary)
+            .cloned()
+            .collect();
+        let backups = self.backups();
+        if good {
+            self.activate(c, primary, reason);
+            let primary_carries = self.conns[&c]
+                .subflows
+                .iter()
+                .any(|s| s.iface == primary && s.id.is_some() && !s.backup);
+            if primary_carries && self.primaries().all(|p| self.good(p)) {
+                for b in backups {
+                    let bs: Vec<Subflow> = self.conns[&c]
+                        .subflows
+                        .iter()
+                        .filter(|s| s.iface == b && !s.backup && s.id.is_some())
+                        .cloned()
+                        .collect();
+                    for s in bs {
+                        self.set_backup(c, &s, true, Reason::Handover);
+                    }
+                }
+            }
+        } else {
+            for b in backups {
+                if self.available(b) {
+                    self.activate(c, b, Reason::Handover);
+                }
+            }
+            for s in subs {
+                match s.id {
+                    Some(_) if self.cfg.remove_weak => self.remove(c, &s, reason),
+                    Some(_) if !s.backup => self.set_backup(c, &s, true, reason),
+                    Some(_) => {}
+                    None => self.remove(c, &s, reason),
+                }
+            }
+        }
+    }
+
+    /// Makes the interface carry data: creates its subflow, or clears its backup flag.
+    fn activate(&mut self, c: ConnId, iface: IfaceId, reason: Reason) {
+        let subs: Vec<Subflow> = self.conns[&c]
+            .subflows
+            .iter()
+            .filter(|s| s.iface == iface)
+            .cloned()
+            .collect();
+        if subs.is_empty() {
+            self.create(c, iface, false, reason);
+        }
+        for s in subs.iter().filter(|s| s.backup && s.id.is_some()) {
+            self.set_backup(c, s, false, reason);
+        }
+    }
+
+    fn create(&mut self, c: ConnId, iface: IfaceId, backup: bool, reason: Reason) {
+        let Some(&(id, addr)) = self.ifaces.get(&iface).and_then(|i| i.locals.first()) else {
+            return;
+        };
+        let local = Endpoint {
+            id,
+            addr: addr.map(|ip| std::net::SocketAddr::new(ip, 0)),
+        };
+        let conn = &self.conns[&c];
+        let Some(remote) = self.remote_for(conn, &local) else {
+            return;
+        };
+        self.conns
+            .get_mut(&c)
+            .expect("known")
+            .subflows
+            .push(Subflow {
+                id: None,
+                iface,
+                local,
+                backup,
+            });
+        self.push(
+            iface,
+            Command::CreateSubflow {
+                conn: c,
+                iface,
+                local,
+                remote,
+                backup,
+            },
+            reason,
+        );
+    }
+
+    fn remove(&mut self, c: ConnId, s: &Subflow, reason: Reason) {
+        let conn = self.conns.get_mut(&c).expect("known");
+        conn.subflows
+            .retain(|x| !(x.iface == s.iface && x.id == s.id && x.local == s.local));
+        if let Some(id) = s.id {
+            self.push(
+                s.iface,
+                Command::RemoveSubflow {
+                    conn: c,
+                    subflow: id,
+                },
+                reason,
+            );
+        }
+    }
+
+    fn set_backup(&mut self, c: ConnId, s: &Subflow, backup: bool, reason: Reason) {
+        let Some(id) = s.id else { return };
+        if let Some(x) = self
+            .conns
+            .get_mut(&c)
+            .and_then(|conn| conn.subflows.iter_mut().find(|x| x.id == Some(id)))
+        {
+            if x.backup == backup {
+                return;
+            }
+            x.backup = backup;
+        }
+        self.push(
+            s.iface,
+            Command::SetBackup {
+                conn: c,
+                subflow: id,
+                backup,
+            },
+            reason,
+        );
+    }
+
+    /// Re-runs the policy for one interface on every connection.
+    fn apply_iface(&mut self, iface: IfaceId, reason: Reason) {
+        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        for c in conns {
+            self.apply(c, iface, reason);
+            // In backup mode a primary's change also moves the backups.
+            if self.cfg.mode == Mode::CrossLayerBackup
+                && self.ifaces.get(&iface).is_some_and(|i| !i.cfg.backup)
+            {
+                for b in self.backups() {
+                    if self.available(b) && !self.primaries().any(|p| self.good(p)) {
+                        self.activate(c, b, Reason::Handover);
+                    }
+                }
+            }
+        }
+    }
+
+    fn apply_all(&mut self, reason: Reason) {
+        let ifaces: Vec<IfaceId> = self.ifaces.keys().copied().collect();
+        // Backups first in backup mode: they must be ready before primaries step down.
+        let (b, p): (Vec<_>, Vec<_>) = ifaces.into_iter().partition(|i| self.ifaces[i].cfg.backup);
+        for i in b.into_iter().chain(p) {
+            self.apply_iface(i, reason);
+        }
+    }
+
+    fn on_signal(&mut self, iface: IfaceId, rssi: f64) {
+        if !rssi.is_finite() || !(-200.0..=30.0).contains(&rssi) {
+            self.stats.bad_samples += 1;
+            return;
+        }
+        let Some(i) = self.ifaces.get_mut(&iface) else {
+            self.stats.unknown_iface_samples += 1;
+            return;
+        };
+        self.stats.signal_samples += 1;
+        i.samples += 1;
+        // Seed 000 Algorithm 1: RSSI(t) = (1 − α)·RSSI(t − 1) + α·sample.
+        let a = i.cfg.alpha;
+        let smoothed = match i.rssi {
+            Some(prev) => (1.0 - a) * prev + a * rssi,
+            None => rssi,
+        };
+        i.rssi = Some(smoothed);
+        let was_good = self.good(iface);
+        let i = self.ifaces.get_mut(&iface).expect("present");
+        if let Some(t) = i.cfg.threshold_dbm {
+            // Hysteresis: a bad interface must climb above T + h to be good again.
+            i.signal_good = if i.signal_good {
+                smoothed > t
+            } else {
+                smoothed > t + i.cfg.hysteresis_db
+            };
+        }
+        if self.good(iface) != was_good || self.cfg.mode.uses_signal() {
+            self.apply_iface(iface, Reason::Signal);
+        }
+    }
+
+    fn predict(&mut self, now: Instant) {
+        let Some(h) = self.cfg.hmm.clone() else {
+            return;
+        };
+        let ids: Vec<IfaceId> = self.ifaces.keys().copied().collect();
+        for id in ids {
+            let i = self.ifaces.get_mut(&id).expect("present");
+            let obs = match (i.quality, i.rssi, i.cfg.threshold_dbm) {
+                (Some(q), _, _) => hmm::observe_quality(q),
+                (None, Some(r), Some(t)) => {
+                    hmm::observe_rss(r, t, h.good_margin_db, h.bad_margin_db)
+                }
+                _ => continue,
+            };
+            i.obs.push_back(obs);
+            while i.obs.len() > h.window {
+                i.obs.pop_front();
+            }
+            let obs: Vec<Obs> = i.obs.iter().copied().collect();
+            let before = self.good(id);
+            let i = self.ifaces.get_mut(&id).expect("present");
+            i.predicted = h.model.predict(&obs);
+            if self.good(id) != before {
+                self.apply_iface(id, Reason::Prediction);
+            }
+        }
+        self.next_prediction = Some(now + h.interval);
+    }
+}
+
+impl PathManager for Manager {
+    fn handle_event(&mut self, now: Instant, event: &Event) {
+        self.now = self.now.max(now);
+        if self.cfg.hmm.is_some() && self.next_prediction.is_none() {
+            self.next_prediction = Some(
+                now + self
+                    .cfg
+                    .hmm
+                    .as_ref()
+                    .map_or_else(Default::default, |h| h.interval),
+            );
+        }
+        match event {
+            Event::ConnectionCreated {
+                conn,
+                remote,
+                initiator,
+                ..
+            } => {
+                self.conns.entry(*conn).or_insert(Conn {
+                    initiator: *initiator,
+                    established: false,
+                    remote: *remote,
+                    remotes: Vec::new(),
+                    subflows: Vec::new(),
+                });
+            }
+            Event::ConnectionEstablished {
+                conn,
+                subflow,
+                local,
+                remote,
+                iface,
+            } => {
+                let iface = iface.or_else(|| self.iface_of(local.id));
+                let c = self.conns.entry(*conn).or_insert(Conn {
+                    initiator: true,
+                    established: false,
+                    remote: *remote,
+                    remotes: Vec::new(),
+                    subflows: Vec::new(),
+                });
+                c.established = true;
+                // The initial subflow.
+                if let (Some(id), Some(iface)) = (subflow, iface)
+                    && !c.subflows.iter().any(|s| s.id == Some(*id))
+                {
+                    c.subflows.push(Subflow {
+                        id: Some(*id),
+                        iface,
+                        local: *local,
+                        backup: false,
+                    });
+                }
+                if self.cfg.announce {
+                    let locals: Vec<Endpoint> = self
+                        .ifaces
+                        .values()
+                        .filter(|i| i.up)
+                        .flat_map(|i| i.locals.iter())
+                        .map(|&(id, addr)| Endpoint {
+                            id,
+                            addr: addr.map(|ip| std::net::SocketAddr::new(ip, 0)),
+                        })
+                        .collect();
+                    for l in locals {
+                        self.commands.push_back(Command::AnnounceAddr {
+                            conn: *conn,
+                            local: l,
+                        });
+                    }
+                }
+                self.apply_all(Reason::Stock);
+            }
+            Event::ConnectionClosed { conn } => {
+                self.conns.remove(conn);
+            }
+            Event::AddrAnnounced { conn, remote } => {
+                if let Some(c) = self.conns.get_mut(conn) {
+                    c.remotes.retain(|e| e.id != remote.id);
+                    c.remotes.push(*remote);
+                }
+            }
+            Event::AddrRemoved { conn, id } => {
+                if let Some(c) = self.conns.get_mut(conn) {
+                    c.remotes.retain(|e| e.id != *id);
+                }
+            }
+            Event::SubflowEstablished {
+                conn,
+                subflow,
+                iface,
+                local,
+                backup,
+                ..
+            } => {
+                let iface = iface.or_else(|| self.iface_of(local.id));
+                let Some(c) = self.conns.get_mut(conn) else {
+                    return;
+                };
+                let Some(iface) = iface else { return };
+                // A requested subflow now established, or one the peer (or the kernel) made.
+                match c
+                    .subflows
+                    .iter_mut()
+                    .find(|s| s.id.is_none() && s.iface == iface)
+                {
+                    Some(s) => {
+                        s.id = Some(*subflow);
+                        s.backup = *backup;
+                    }
+                    None => c.subflows.push(Subflow {
+                        id: Some(*subflow),
+                        iface,
+                        local: *local,
+                        backup: *backup,
+                    }),
+                }
+                // The interface may have changed since the request.
+                self.apply(*conn, iface, Reason::Signal);
+            }
+            Event::SubflowClosed { conn, subflow } => {
+                if let Some(c) = self.conns.get_mut(conn) {
+                    c.subflows.retain(|s| s.id != Some(*subflow));
+                }
+            }
+            Event::SubflowPriority {
+                conn,
+                subflow,
+                backup,
+            } => {
+                if let Some(s) = self
+                    .conns
+                    .get_mut(conn)
+                    .and_then(|c| c.subflows.iter_mut().find(|s| s.id == Some(*subflow)))
+                {
+                    s.backup = *backup;
+                }
+            }
+            Event::IfaceNew { iface, name, up } => {
+                let cfg = self.iface_cfg(name);
+                let signal_good = cfg.threshold_dbm.is_none();
+                self.ifaces.insert(
+                    *iface,
+                    Iface {
+                        name: name.clone(),
+                        cfg,
+                        up: *up,
+                        locals: Vec::new(),
+                        rssi: None,
+                        samples: 0,
+                        signal_good,
+                        quality: None,
+                        obs: VecDeque::new(),
+                        predicted: None,
+                        flips: 0,
+                    },
+                );
+            }
+            Event::IfaceUpdated { iface, up } => {
+                if let Some(i) = self.ifaces.get_mut(iface) {
+                    i.up = *up;
+                }
+                self.apply_iface(*iface, Reason::Interface);
+            }
+            Event::IfaceRemoved { iface } => {
+                if let Some(i) = self.ifaces.get_mut(iface) {
+                    i.up = false;
+                }
+                self.apply_iface(*iface, Reason::Interface);
+                self.ifaces.remove(iface);
+            }
+            Event::LocalAddrNew { iface, id, addr } => {
+                if let Some(i) = self.ifaces.get_mut(iface) {
+                    i.locals.retain(|(x, _)| x != id);
+                    i.locals.push((*id, *addr));
+                }
+                self.apply_iface(*iface, Reason::Interface);
+            }
+            Event::LocalAddrRemoved { iface, id } => {
+                if let Some(i) = self.ifaces.get_mut(iface) {
+                    i.locals.retain(|(x, _)| x != id);
+                }
+                // Subflows on the removed address go; the interface may keep others.
+                let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+                for c in conns {
+                    let gone: Vec<Subflow> = self.conns[&c]
+                        .subflows
+                        .iter()
+                        .filter(|s| s.iface == *iface && s.local.id == *id)
+                        .cloned()
+                        .collect();
+                    for s in gone {
+                        self.remove(c, &s, Reason::Interface);
+                    }
+                }
+                self.apply_iface(*iface, Reason::Interface);
+            }
+            Event::Signal { iface, rssi_dbm } => self.on_signal(*iface, *rssi_dbm),
+            Event::Quality { iface, if_quality } => {
+                if let Some(i) = self.ifaces.get_mut(iface) {
+                    i.quality = Some((*if_quality).min(10_000));
+                }
+            }
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        if self.next_prediction.is_some_and(|t| t <= now) {
+            self.predict(now);
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.next_prediction
+    }
+
+    fn poll_command(&mut self) -> Option<Command> {
+        self.commands.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,428 @@
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use super::*;
+use crate::config::HmmConfig;
+
+const C: ConnId = ConnId(7);
+const WLAN: IfaceId = IfaceId(1);
+const LTE: IfaceId = IfaceId(2);
+
+fn ep(id: u8, ip: [u8; 4]) -> Endpoint {
+    Endpoint {
+        id: AddrId(id),
+        addr: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(ip)), 0)),
+    }
+}
+
+fn ms(v: u64) -> Instant {
+    Instant::from_millis(v)
+}
+
+/// A manager with a Wi-Fi (threshold −82 dBm) and an LTE interface, an established connection,
+/// and the LTE subflow (the initial one) established.
+fn setup(mode: Mode, tweak: impl FnOnce(&mut Config)) -> Manager {
+    let mut wlan = IfaceConfig::new("wlan0");
+    wlan.threshold_dbm = Some(-82.0);
+    wlan.alpha = 1.0;
+    let mut lte = IfaceConfig::new("lte0");
+    lte.backup = mode == Mode::CrossLayerBackup || mode == Mode::Backup;
+    let mut cfg = Config {
+        mode,
+        ifaces: vec![wlan, lte],
+        ..Config::default()
+    };
+    if mode == Mode::Backup {
+        cfg.ifaces[1].backup = true;
+    }
+    tweak(&mut cfg);
+    let mut m = Manager::new(cfg).unwrap();
+    for (iface, name, id, ip) in [
+        (WLAN, "wlan0", 1, [10, 0, 1, 2]),
+        (LTE, "lte0", 2, [10, 0, 2, 2]),
+    ] {
+        m.handle_event(
+            ms(0),
+            &Event::IfaceNew {
+                iface,
+                name: name.into(),
+                up: true,
+            },
+        );
+        m.handle_event(
+            ms(0),
+            &Event::LocalAddrNew {
+                iface,
+                id: AddrId(id),
+                addr: Some(IpAddr::V4(Ipv4Addr::from(ip))),
+            },
+        );
+    }
+    let remote = ep(0, [192, 0, 2, 1]);
+    m.handle_event(
+        ms(0),
+        &Event::ConnectionCreated {
+            conn: C,
+            local: ep(2, [10, 0, 2, 2]),
+            remote,
+            iface: Some(LTE),
+            initiator: true,
+        },
+    );
+    m.handle_event(
+        ms(1),
+        &Event::ConnectionEstablished {
+            conn: C,
+            subflow: Some(SubflowId(100)),
+            local: ep(2, [10, 0, 2, 2]),
+            remote,
+            iface: Some(LTE),
+        },
+    );
+    m
+}
+
+fn drain(m: &mut Manager) -> Vec<Command> {
+    std::iter::from_fn(|| m.poll_command()).collect()
+}
+
+fn sig(m: &mut Manager, t: u64, iface: IfaceId, rssi: f64) -> Vec<Command> {
+    m.handle_event(
+        ms(t),
+        &Event::Signal {
+            iface,
+            rssi_dbm: rssi,
+        },
+    );
+    drain(m)
+}
+
+fn established(m: &mut Manager, t: u64, iface: IfaceId, id: u64, local: Endpoint) {
+    m.handle_event(
+        ms(t),
+        &Event::SubflowEstablished {
+            conn: C,
+            subflow: SubflowId(id),
+            iface: Some(iface),
+            local,
+            remote: ep(0, [192, 0, 2, 1]),
+            backup: false,
+        },
+    );
+}
+
+fn creates(cmds: &[Command], iface: IfaceId) -> bool {
+    cmds.iter()
+        .any(|c| matches!(c, Command::CreateSubflow { iface: i, .. } if *i == iface))
+}
+
+#[test]
+fn full_mesh_creates_every_subflow_at_once_and_removes_on_interface_loss() {
+    let mut m = setup(Mode::FullMesh, |_| {});
+    let cmds = drain(&mut m);
+    assert!(creates(&cmds, WLAN), "{cmds:?}");
+    assert!(!creates(&cmds, LTE), "the initial subflow already exists");
+    established(&mut m, 10, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    assert!(drain(&mut m).is_empty());
+    // Signal means nothing to full mesh.
+    assert!(sig(&mut m, 20, WLAN, -95.0).is_empty());
+    m.handle_event(
+        ms(30),
+        &Event::IfaceUpdated {
+            iface: WLAN,
+            up: false,
+        },
+    );
+    assert_eq!(
+        drain(&mut m),
+        vec![Command::RemoveSubflow {
+            conn: C,
+            subflow: SubflowId(101)
+        }]
+    );
+}
+
+#[test]
+fn backup_mode_flags_the_configured_interface() {
+    let mut m = setup(Mode::Backup, |_| {});
+    let cmds = drain(&mut m);
+    assert!(cmds.iter().any(
+        |c| matches!(c, Command::CreateSubflow { iface, backup: false, .. } if *iface == WLAN)
+    ));
+}
+
+#[test]
+fn cross_layer_follows_algorithm_1() {
+    let mut m = setup(Mode::CrossLayer, |_| {});
+    // No subflow on an interface without a good signal (seed 000: none at connection start).
+    assert!(!creates(&drain(&mut m), WLAN));
+    // RSSI > T: establish the subflow.
+    let cmds = sig(&mut m, 100, WLAN, -70.0);
+    assert!(creates(&cmds, WLAN), "{cmds:?}");
+    established(&mut m, 120, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    assert!(drain(&mut m).is_empty());
+    // RSSI ≤ T with an active subflow: backup.
+    let cmds = sig(&mut m, 200, WLAN, -85.0);
+    assert_eq!(
+        cmds,
+        vec![Command::SetBackup {
+            conn: C,
+            subflow: SubflowId(101),
+            backup: true
+        }]
+    );
+    // Still bad: nothing more.
+    assert!(sig(&mut m, 300, WLAN, -88.0).is_empty());
+    // RSSI > T again: backup cleared.
+    assert_eq!(
+        sig(&mut m, 400, WLAN, -75.0),
+        vec![Command::SetBackup {
+            conn: C,
+            subflow: SubflowId(101),
+            backup: false
+        }]
+    );
+    // Interface unavailable: remove S.
+    m.handle_event(
+        ms(500),
+        &Event::LocalAddrRemoved {
+            iface: WLAN,
+            id: AddrId(1),
+        },
+    );
+    assert_eq!(
+        drain(&mut m),
+        vec![Command::RemoveSubflow {
+            conn: C,
+            subflow: SubflowId(101)
+        }]
+    );
+    assert_eq!(m.stats().backup_set, 1);
+    assert_eq!(m.stats().backup_cleared, 1);
+}
+
+#[test]
+fn a_requested_subflow_is_cancelled_if_the_signal_drops_first() {
+    let mut m = setup(Mode::CrossLayer, |_| {});
+    drain(&mut m);
+    assert!(creates(&sig(&mut m, 100, WLAN, -70.0), WLAN));
+    // Not established yet, signal gone: the request is dropped, nothing to send.
+    assert!(sig(&mut m, 110, WLAN, -90.0).is_empty());
+    assert_eq!(m.subflows().filter(|s| s.2 == WLAN).count(), 0);
+    // The late establishment is then brought in line: flagged backup at once.
+    established(&mut m, 120, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    assert_eq!(
+        drain(&mut m),
+        vec![Command::SetBackup {
+            conn: C,
+            subflow: SubflowId(101),
+            backup: true
+        }]
+    );
+}
+
+#[test]
+fn smoothing_is_the_ewma_of_algorithm_1() {
+    let mut m = setup(Mode::CrossLayer, |c| c.ifaces[0].alpha = 0.25);
+    drain(&mut m);
+    sig(&mut m, 0, WLAN, -60.0);
+    sig(&mut m, 100, WLAN, -100.0);
+    // (1 − 0.25)·(−60) + 0.25·(−100) = −70
+    let rssi = m
+        .ifaces()
+        .find(|i| i.iface == WLAN)
+        .unwrap()
+        .rssi_dbm
+        .unwrap();
+    assert!((rssi + 70.0).abs() < 1e-9, "{rssi}");
+}
+
+#[test]
+fn backup_mode_variant_activates_the_backup_before_demoting_the_primary() {
+    let mut m = setup(Mode::CrossLayerBackup, |_| {});
+    // At start the primary has no signal: LTE is the only usable interface; no command.
+    drain(&mut m);
+    let cmds = sig(&mut m, 100, WLAN, -70.0);
+    assert!(creates(&cmds, WLAN), "{cmds:?}");
+    established(&mut m, 120, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    let cmds = drain(&mut m);
+    // The primary works: LTE steps back to backup.
+    assert_eq!(
+        cmds,
+        vec![Command::SetBackup {
+            conn: C,
+            subflow: SubflowId(100),
+            backup: true
+        }]
+    );
+    // The primary weakens: first LTE active, then the primary backup.
+    let cmds = sig(&mut m, 200, WLAN, -84.0);
+    assert_eq!(
+        cmds,
+        vec![
+            Command::SetBackup {
+                conn: C,
+                subflow: SubflowId(100),
+                backup: false
+            },
+            Command::SetBackup {
+                conn: C,
+                subflow: SubflowId(101),
+                backup: true
+            },
+        ]
+    );
+    // Recovery: the reverse.
+    let cmds = sig(&mut m, 300, WLAN, -70.0);
+    assert_eq!(
+        cmds,
+        vec![
+            Command::SetBackup {
+                conn: C,
+                subflow: SubflowId(101),
+                backup: false
+            },
+            Command::SetBackup {
+                conn: C,
+                subflow: SubflowId(100),
+                backup: true
+            },
+        ]
+    );
+}
+
+#[test]
+fn backup_mode_variant_can_remove_the_weak_primary() {
+    let mut m = setup(Mode::CrossLayerBackup, |c| c.remove_weak = true);
+    drain(&mut m);
+    sig(&mut m, 100, WLAN, -70.0);
+    established(&mut m, 120, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    drain(&mut m);
+    let cmds = sig(&mut m, 200, WLAN, -90.0);
+    assert!(cmds.contains(&Command::RemoveSubflow {
+        conn: C,
+        subflow: SubflowId(101)
+    }));
+    // On recovery the primary's subflow is created again.
+    assert!(creates(&sig(&mut m, 300, WLAN, -70.0), WLAN));
+}
+
+#[test]
+fn hysteresis_reduces_flips_on_a_noisy_signal() {
+    let noisy: Vec<f64> = (0..200)
+        .map(|i| -82.0 + if i % 2 == 0 { 1.5 } else { -1.5 })
+        .collect();
+    let flips = |h: f64| {
+        let mut m = setup(Mode::CrossLayer, |c| c.ifaces[0].hysteresis_db = h);
+        drain(&mut m);
+        sig(&mut m, 0, WLAN, -60.0);
+        established(&mut m, 10, WLAN, 101, ep(1, [10, 0, 1, 2]));
+        drain(&mut m);
+        for (k, v) in noisy.iter().enumerate() {
+            sig(&mut m, 100 + k as u64 * 100, WLAN, *v);
+        }
+        m.ifaces().find(|i| i.iface == WLAN).unwrap().flips
+    };
+    let none = flips(0.0);
+    let some = flips(3.0);
+    assert!(none >= 150, "{none}");
+    assert_eq!(some, 1, "once demoted it stays demoted below T + 3 dB");
+}
+
+#[test]
+fn hmm_demotes_a_fading_link_before_it_crosses_the_threshold() {
+    let mut m = setup(Mode::CrossLayer, |c| {
+        c.hmm = Some(HmmConfig {
+            interval: Duration::from_millis(1000),
+            window: 4,
+            ..HmmConfig::default()
+        })
+    });
+    drain(&mut m);
+    sig(&mut m, 0, WLAN, -60.0);
+    established(&mut m, 10, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    drain(&mut m);
+    let mut demoted_at = None;
+    // −2 dB per second from −70 dBm: T = −82 is crossed at t = 6 s.
+    for s in 1..10u64 {
+        let cmds = sig(&mut m, s * 1000 - 1, WLAN, -70.0 - 2.0 * s as f64);
+        m.handle_timeout(ms(s * 1000));
+        let cmds: Vec<_> = cmds.into_iter().chain(drain(&mut m)).collect();
+        if demoted_at.is_none()
+            && cmds
+                .iter()
+                .any(|c| matches!(c, Command::SetBackup { backup: true, .. }))
+        {
+            demoted_at = Some(s);
+        }
+    }
+    let at = demoted_at.expect("demoted");
+    let status = m.ifaces().find(|i| i.iface == WLAN).unwrap();
+    assert_eq!(status.predicted, Some(State::Disconnect));
+    assert!(
+        at < 6,
+        "the prediction acts at {at} s, before the threshold at 6 s"
+    );
+    assert!(m.decisions().iter().any(|d| d.reason == Reason::Prediction));
+}
+
+#[test]
+fn same_subnet_pairing_picks_the_matching_remote() {
+    let mut m = setup(Mode::FullMesh, |c| c.same_subnet = true);
+    // Only the LTE subnet matches the primary remote? No: 10.0.1.0/24 has no remote yet.
+    let cmds = drain(&mut m);
+    assert!(!creates(&cmds, WLAN), "{cmds:?}");
+    m.handle_event(
+        ms(5),
+        &Event::AddrAnnounced {
+            conn: C,
+            remote: ep(3, [10, 0, 1, 1]),
+        },
+    );
+    m.handle_event(
+        ms(6),
+        &Event::LocalAddrNew {
+            iface: WLAN,
+            id: AddrId(1),
+            addr: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 1, 2))),
+        },
+    );
+    let cmds = drain(&mut m);
+    let Some(Command::CreateSubflow { remote, .. }) = cmds
+        .iter()
+        .find(|c| matches!(c, Command::CreateSubflow { .. }))
+    else {
+        panic!("{cmds:?}");
+    };
+    assert_eq!(remote.id, AddrId(3));
+}
+
+#[test]
+fn bad_samples_and_unknown_interfaces_are_counted() {
+    let mut m = setup(Mode::CrossLayer, |_| {});
+    drain(&mut m);
+    assert!(sig(&mut m, 1, WLAN, f64::NAN).is_empty());
+    assert!(sig(&mut m, 2, WLAN, 999.0).is_empty());
+    assert!(sig(&mut m, 3, IfaceId(99), -60.0).is_empty());
+    assert_eq!(m.stats().bad_samples, 2);
+    assert_eq!(m.stats().unknown_iface_samples, 1);
+}
+
+#[test]
+fn configuration_errors_say_what_is_allowed() {
+    let bad = |f: &dyn Fn(&mut Config)| {
+        let mut c = Config {
+            mode: Mode::CrossLayer,
+            ifaces: vec![IfaceConfig {
+                threshold_dbm: Some(-82.0),
+                ..IfaceConfig::new("wlan0")
+            }],
+            ..Config::default()
+        };
+        f(&mut c);
+        Manager::new(c).unwrap_err()
+    };
+    assert!(bad(&|c| c.ifaces[0].alpha = 0.0).contains("0 < alpha ≤ 1"));
+    assert!(bad(&|c| c.ifaces[0].threshold_dbm = None).contains("threshold"));
+    assert!(bad(&|c| c.mode = Mode::CrossLayerBackup).contains("backup = true"));
+}
