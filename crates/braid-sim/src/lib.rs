@@ -10,6 +10,8 @@
 pub mod bench;
 pub mod link;
 pub mod metrics;
+pub mod mobility;
+pub mod radio;
 pub mod report;
 pub mod runner;
 pub mod scenario;

@@ -98,6 +98,19 @@ impl Direction {
         self.up
     }
 
+    /// Changes the capacity (a radio's rate follows its signal); packets already queued keep
+    /// their departure times.
+    pub fn set_rate(&mut self, bps: f64) {
+        if bps > 0.0 {
+            self.spec.capacity = Capacity::Rate(bps);
+        }
+    }
+
+    /// Changes the loss probability.
+    pub fn set_loss(&mut self, p: f64) {
+        self.spec.loss = p.clamp(0.0, 1.0);
+    }
+
     pub fn set_up(&mut self, now: Instant, up: bool) {
         if self.up && !up {
             // Everything queued or on the wire is lost.

@@ -144,6 +144,152 @@ pub struct LinkSpec {
     /// Bytes added per datagram on the wire (UDP/IP).
     #[serde(default = "default_overhead")]
     pub overhead: u32,
+    /// Cross-layer threshold T, dBm (links with a radio or a signal replay).
+    #[serde(default)]
+    pub threshold_dbm: Option<f64>,
+    /// Weight of a new RSS sample in the path manager's smoothing (seed 000 Algorithm 1).
+    #[serde(default = "default_alpha")]
+    pub alpha: f64,
+    /// The path manager promotes a demoted link only above T + hysteresis.
+    #[serde(default)]
+    pub hysteresis_db: f64,
+    /// What losing coverage does to the client's address on this link: `keep` (802.11p OCB:
+    /// the address stays, only packets are lost) or `lose` (a Wi-Fi network manager removes
+    /// it, after `connection.remove_addr_delay`, and adds it back on return).
+    #[serde(default)]
+    pub address: AddressPolicy,
+    /// Capacity, losses and availability from the signal strength.
+    #[serde(default)]
+    pub radio: Option<RadioConfig>,
+    /// Signal strength replayed from a file instead of computed from distance.
+    #[serde(default)]
+    pub signal: Option<SignalConfig>,
+}
+
+fn default_alpha() -> f64 {
+    0.5
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AddressPolicy {
+    #[default]
+    Keep,
+    Lose,
+}
+
+/// `[link.radio]`: see `radio::RadioSpec` for the model; every field is optional.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RadioConfig {
+    pub tx_power_dbm: Option<f64>,
+    pub ref_loss_db: Option<f64>,
+    pub exponent: Option<f64>,
+    pub shadowing_db: Option<f64>,
+    pub decorrelation_m: Option<f64>,
+    pub beacon: Option<Dur>,
+    pub sensitivity_dbm: Option<f64>,
+    pub cutoff_dbm: Option<f64>,
+    /// Scale the rate table (e.g. 0.5 for a slower radio).
+    pub rate_scale: Option<f64>,
+}
+
+/// `[link.signal]`: a replay of (time, dBm).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SignalConfig {
+    /// Relative to the scenario file.
+    pub file: String,
+    /// `csv` (time_s,iface,rssi_dbm) or `driving` (the ../shared/traces/signal files).
+    #[serde(default = "default_signal_format")]
+    pub format: String,
+    /// CSV: the interface name to take; driving: the column (default RSRP).
+    #[serde(default)]
+    pub select: Option<String>,
+    /// Start the replay this far into the file.
+    #[serde(default)]
+    pub offset: Dur,
+}
+
+fn default_signal_format() -> String {
+    "csv".into()
+}
+
+/// `[pm]`: the client's path manager.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PmSpec {
+    /// auto (backup when a link is flagged backup, else full mesh) | fullmesh | backup |
+    /// cross | cross-backup
+    pub mode: String,
+    pub remove_weak: bool,
+    pub same_subnet: bool,
+    pub hmm: Option<HmmSpec>,
+}
+
+impl Default for PmSpec {
+    fn default() -> Self {
+        PmSpec {
+            mode: "auto".into(),
+            remove_weak: false,
+            same_subnet: false,
+            hmm: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HmmSpec {
+    pub interval: Dur,
+    pub window: usize,
+    pub good_margin_db: f64,
+    pub bad_margin_db: f64,
+}
+
+impl Default for HmmSpec {
+    fn default() -> Self {
+        let d = braid_pm::HmmConfig::default();
+        HmmSpec {
+            interval: Dur(d.interval),
+            window: d.window,
+            good_margin_db: d.good_margin_db,
+            bad_margin_db: d.bad_margin_db,
+        }
+    }
+}
+
+/// `[mobility]`: the vehicle's route.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MobilitySpec {
+    /// straight | loop | grid
+    pub route: String,
+    pub speed_kmh: f64,
+    /// straight: start position and access points along the road.
+    #[serde(default)]
+    pub start_m: f64,
+    #[serde(default)]
+    pub aps_m: Vec<f64>,
+    /// Distance of the access points from the road.
+    #[serde(default = "default_offset")]
+    pub offset_m: f64,
+    /// loop: its length and where its access point stands.
+    #[serde(default)]
+    pub length_m: Option<f64>,
+    #[serde(default)]
+    pub ap_at_m: Option<f64>,
+    /// grid: blocks per side, block length, road-side units at random intersections.
+    #[serde(default)]
+    pub blocks: Option<u32>,
+    #[serde(default)]
+    pub block_m: Option<f64>,
+    #[serde(default)]
+    pub rsus: Option<u32>,
+}
+
+fn default_offset() -> f64 {
+    10.0
 }
 
 fn default_overhead() -> u32 {
@@ -310,11 +456,18 @@ pub struct Scenario {
     pub schedule: Vec<ScheduleSpec>,
     #[serde(default)]
     pub metrics: MetricsSpec,
+    #[serde(default)]
+    pub pm: PmSpec,
+    #[serde(default)]
+    pub mobility: Option<MobilitySpec>,
 }
 
 fn one_u64() -> u64 {
     1
 }
+
+/// A replayed signal: (time, dBm), in time order.
+pub type SignalSeries = Arc<Vec<(Duration, f64)>>;
 
 /// A variant ready to run: its name, the settings that define it, and the checked scenario.
 #[derive(Debug, Clone)]
@@ -327,6 +480,13 @@ pub struct Variant {
     /// Scripted actions sorted by time: (time, link index, action).
     pub timeline: Vec<(Duration, usize, Action)>,
     pub config: Arc<Config>,
+    /// The client's path manager.
+    pub pm: braid_pm::Config,
+    /// Per link: its radio model, if any.
+    pub radios: Vec<Option<crate::radio::RadioSpec>>,
+    /// Per link: a signal replay, if any.
+    pub signals: Vec<Option<SignalSeries>>,
+    pub route: Option<crate::mobility::Route>,
 }
 
 /// A loaded scenario file: the variants to compare.
@@ -803,6 +963,104 @@ fn check(
             ));
         }
     }
+    let route = match &s.mobility {
+        None => None,
+        Some(m) => Some(build_route(m)?),
+    };
+    let mut radios = Vec::new();
+    let mut signals = Vec::new();
+    for (i, l) in s.links.iter().enumerate() {
+        let key = |f: &str| Some(format!("link[{i}].{f}"));
+        if !(l.alpha > 0.0 && l.alpha <= 1.0) {
+            return Err((
+                key("alpha"),
+                format!("{} out of range: allowed 0 < alpha ≤ 1", l.alpha),
+            ));
+        }
+        if !(l.hysteresis_db >= 0.0 && l.hysteresis_db.is_finite()) {
+            return Err((key("hysteresis_db"), "must be zero or positive".into()));
+        }
+        if let Some(t) = l.threshold_dbm
+            && !(-150.0..=0.0).contains(&t)
+        {
+            return Err((
+                key("threshold_dbm"),
+                format!("{t} out of range: allowed -150..=0 dBm"),
+            ));
+        }
+        let radio = match &l.radio {
+            None => None,
+            Some(r) => {
+                if route.is_none() && l.signal.is_none() {
+                    return Err((
+                        key("radio"),
+                        "a radio needs a [mobility] route or a [link.signal] replay".into(),
+                    ));
+                }
+                let d = crate::radio::RadioSpec::default();
+                let spec = crate::radio::RadioSpec {
+                    tx_power_dbm: r.tx_power_dbm.unwrap_or(d.tx_power_dbm),
+                    ref_loss_db: r.ref_loss_db.unwrap_or(d.ref_loss_db),
+                    exponent: r.exponent.unwrap_or(d.exponent),
+                    shadowing_db: r.shadowing_db.unwrap_or(d.shadowing_db),
+                    decorrelation_m: r.decorrelation_m.unwrap_or(d.decorrelation_m),
+                    beacon: r.beacon.map_or(d.beacon, |b| b.0),
+                    sensitivity_dbm: r.sensitivity_dbm.unwrap_or(d.sensitivity_dbm),
+                    cutoff_dbm: r.cutoff_dbm.unwrap_or(d.cutoff_dbm),
+                    rates: d
+                        .rates
+                        .iter()
+                        .map(|&(m, rate)| (m, rate * r.rate_scale.unwrap_or(1.0)))
+                        .collect(),
+                };
+                spec.validate().map_err(|m| (key("radio"), m))?;
+                Some(spec)
+            }
+        };
+        let signal = match &l.signal {
+            None => None,
+            Some(sc) => {
+                let path = base_dir.join(&sc.file);
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    (
+                        key("signal.file"),
+                        format!("cannot read signal replay `{}`: {e}", path.display()),
+                    )
+                })?;
+                let replay = match sc.format.as_str() {
+                    "csv" => braid_pm::signal::parse_csv(&text),
+                    "driving" => braid_pm::signal::parse_driving(
+                        &text,
+                        &l.name,
+                        sc.select.as_deref().unwrap_or("RSRP"),
+                    ),
+                    other => Err(format!("unknown format `{other}`; allowed: csv, driving")),
+                }
+                .map_err(|m| (key("signal"), format!("{}: {m}", path.display())))?;
+                let pick = sc.select.clone().unwrap_or_else(|| l.name.clone());
+                let series: Vec<(Duration, f64)> = replay
+                    .samples
+                    .into_iter()
+                    .filter(|(_, iface, _)| sc.format != "csv" || *iface == pick)
+                    .filter(|(t, _, _)| *t >= sc.offset.0)
+                    .map(|(t, _, v)| (t - sc.offset.0, v))
+                    .collect();
+                if series.is_empty() {
+                    return Err((
+                        key("signal"),
+                        format!("{}: no usable samples for `{pick}`", path.display()),
+                    ));
+                }
+                Some(Arc::new(series))
+            }
+        };
+        if (radio.is_some() || signal.is_some()) && l.threshold_dbm.is_none() {
+            // Allowed: the stock path manager ignores signal; cross-layer modes check below.
+        }
+        radios.push(radio);
+        signals.push(signal);
+    }
+    let pm = build_pm(&s)?;
     Ok(Variant {
         name,
         settings,
@@ -810,7 +1068,113 @@ fn check(
         links,
         timeline,
         config: Arc::new(config),
+        pm,
+        radios,
+        signals,
+        route,
     })
+}
+
+fn build_route(m: &MobilitySpec) -> Result<crate::mobility::Route, CheckError> {
+    use crate::mobility::Route;
+    let k = |f: &str| Some(format!("mobility.{f}"));
+    if !(m.speed_kmh > 0.0 && m.speed_kmh < 500.0) {
+        return Err((k("speed_kmh"), "allowed 0 < speed_kmh < 500".into()));
+    }
+    Ok(match m.route.as_str() {
+        "straight" => {
+            if m.aps_m.is_empty() {
+                return Err((
+                    k("aps_m"),
+                    "a straight route needs access points along it".into(),
+                ));
+            }
+            Route::Straight {
+                start_m: m.start_m,
+                aps_m: m.aps_m.clone(),
+                offset_m: m.offset_m,
+            }
+        }
+        "loop" => {
+            let length_m = m
+                .length_m
+                .ok_or((k("length_m"), "a loop needs its length".to_string()))?;
+            if length_m <= 0.0 {
+                return Err((k("length_m"), "must be positive".into()));
+            }
+            Route::Loop {
+                length_m,
+                ap_at_m: m.ap_at_m.unwrap_or(0.0),
+                offset_m: m.offset_m,
+            }
+        }
+        "grid" => {
+            let blocks = m.blocks.unwrap_or(5);
+            let block_m = m.block_m.unwrap_or(200.0);
+            if !(1..=50).contains(&blocks) || block_m <= 0.0 {
+                return Err((
+                    k("blocks"),
+                    "allowed 1..=50 blocks of positive length".into(),
+                ));
+            }
+            Route::Grid {
+                blocks,
+                block_m,
+                rsus: m.rsus.unwrap_or(6),
+            }
+        }
+        other => {
+            return Err((
+                k("route"),
+                format!("unknown route `{other}`; allowed: straight, loop, grid"),
+            ));
+        }
+    })
+}
+
+fn build_pm(s: &Scenario) -> Result<braid_pm::Config, CheckError> {
+    let k = |f: &str| Some(format!("pm.{f}"));
+    let any_backup = s.links.iter().any(|l| l.backup);
+    let mode = match s.pm.mode.as_str() {
+        "auto" if any_backup => braid_pm::Mode::Backup,
+        "auto" => braid_pm::Mode::FullMesh,
+        m => braid_pm::Mode::from_name(m).ok_or_else(|| {
+            (
+                k("mode"),
+                format!(
+                    "unknown mode `{m}`; allowed: auto, {}",
+                    braid_pm::Mode::NAMES.join(", ")
+                ),
+            )
+        })?,
+    };
+    let ifaces = s
+        .links
+        .iter()
+        .map(|l| braid_pm::IfaceConfig {
+            name: l.name.clone(),
+            threshold_dbm: l.threshold_dbm,
+            alpha: l.alpha,
+            hysteresis_db: l.hysteresis_db,
+            backup: l.backup,
+        })
+        .collect();
+    let cfg = braid_pm::Config {
+        mode,
+        ifaces,
+        remove_weak: s.pm.remove_weak,
+        hmm: s.pm.hmm.as_ref().map(|h| braid_pm::HmmConfig {
+            interval: h.interval.0,
+            window: h.window,
+            good_margin_db: h.good_margin_db,
+            bad_margin_db: h.bad_margin_db,
+            ..braid_pm::HmmConfig::default()
+        }),
+        same_subnet: s.pm.same_subnet,
+        announce: false,
+    };
+    cfg.validate().map_err(|m| (k("mode"), m))?;
+    Ok(cfg)
 }
 
 fn capacity(

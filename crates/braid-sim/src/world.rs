@@ -1,28 +1,37 @@
 //! The discrete-event engine: two hosts running `braid_core::Connection`, joined by one link per
-//! interface, in virtual time.
+//! interface, in virtual time. The client's paths are managed by a `braid_pm` path manager.
 //!
 //! ```text
-//!   app (sender) ─write→ Connection ─poll_transmit→ Link[i] direction ─(arrival event)→
-//!   Connection (peer) ─read→ app (receiver) → Recorder
+//!   app (sender) ─write→ Connection ─poll_transmit→ Link[i] direction ─(arrival)→
+//!   Connection (peer) ─read→ app (receiver) → RunRecord
+//!   radio beacon ─RSS→ link rate/loss/up, path manager ─commands→ client Connection
 //! ```
-//! Each input to a host (a datagram, a timer, an application tick, a scripted action) is
-//! followed by `pump`: connection events, application reads and writes, then every datagram the
-//! connection wants to send, then its next timer. Same variant + same seed = same run, always:
-//! no wall clock, no hash-map iteration, seeded generators only.
+//! Each input to a host (a datagram, a timer, an application tick, a scripted action, a path
+//! manager command) is followed by `pump`: connection events (fed to the path manager), its
+//! commands, application reads and writes, every datagram the connection wants to send, then
+//! its next timer. Same variant + same seed = same run, always: no wall clock, no hash-map
+//! iteration, seeded generators only.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use braid_core::{AddrId, Connection, ConnectionStats, Event, Instant, PathStats, Side};
-use rand::SeedableRng;
+use braid_core::wire::{self, Frame};
+use braid_core::{AddrId, Connection, ConnectionStats, Event, Instant, PathId, PathStats, Side};
+use braid_pm::{self as pm, PathManager};
+use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
 use crate::link::{DirStats, Direction};
-use crate::scenario::{Action, AppDirection, AppKind, Variant};
+use crate::mobility::Mobility;
+use crate::radio::{RadioSpec, Shadowing};
+use crate::scenario::{Action, AddressPolicy, AppDirection, AppKind, Variant};
 
 const CLIENT: usize = 0;
 const SERVER: usize = 1;
+/// The connection as the path manager knows it.
+const CONN: pm::ConnId = pm::ConnId(1);
 
 /// One sample of the time series.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -44,7 +53,7 @@ pub struct Sample {
     pub data_packets: u64,
 }
 
-/// A connection-loss event of the scenario (link blocked or address lost).
+/// A connection-loss event: a link blocked, its address lost, or its radio out of range.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LossEvent {
     pub t: Duration,
@@ -54,6 +63,26 @@ pub struct LossEvent {
     /// Stream bytes the sender had sent when the event happened: the handover is over once the
     /// receiver has all of them in order.
     pub sent_before: u64,
+}
+
+/// A link's smoothed signal rose above its threshold (the path may be used again), and when
+/// data first arrived over the link afterwards.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Recovery {
+    pub t: Duration,
+    pub link: usize,
+    pub first_data: Option<Duration>,
+}
+
+/// A decision of the client's path manager.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PmDecision {
+    pub t: Duration,
+    pub link: usize,
+    /// `true`: the link was demoted (backup or removed); `false`: promoted (created or active).
+    pub demote: bool,
+    /// A backup-flag change (counted as a flip).
+    pub flip: bool,
 }
 
 /// Everything a run recorded; metrics are computed from it.
@@ -67,7 +96,16 @@ pub struct RunRecord {
     pub cbr: Vec<(u64, u32)>,
     pub samples: Vec<Sample>,
     pub loss_events: Vec<LossEvent>,
+    pub recoveries: Vec<Recovery>,
     pub link_names: Vec<String>,
+    pub thresholds: Vec<Option<f64>>,
+    /// Signal samples: (time µs, link, raw dBm, smoothed dBm).
+    pub rss: Vec<(u64, u8, f32, f32)>,
+    pub decisions: Vec<PmDecision>,
+    /// Stream bytes received per link at the end (duplicates included).
+    pub link_bytes: Vec<u64>,
+    /// Data sequence numbers received (time µs, link, dsn), when traced.
+    pub dsn: Vec<(u64, u8, u64)>,
     /// File transfer completion time.
     pub completed: Option<Duration>,
     pub sender: ConnectionStats,
@@ -78,6 +116,13 @@ pub struct RunRecord {
     pub link_stats: Vec<(DirStats, DirStats)>,
     /// Events processed by the engine.
     pub events: u64,
+}
+
+/// Options of a run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// Record the data sequence number of every data packet received (for plots).
+    pub trace_dsn: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,8 +142,18 @@ enum Kind {
     Timer {
         host: u8,
     },
+    PmTimer,
     AppTick,
     Action(u32),
+    /// A radio beacon on a link: a new signal sample.
+    Beacon {
+        link: u8,
+    },
+    /// The network manager notices a lost address (after the detection delay).
+    AddrGone {
+        link: u8,
+        epoch: u32,
+    },
     Sample,
 }
 
@@ -135,17 +190,36 @@ impl Ord for Scheduled {
 /// A packet on the wire: arrival time, link epoch at sending, slot in `packets`.
 type InFlight = (Instant, u32, u32);
 
+struct Radio {
+    spec: RadioSpec,
+    shadowing: Shadowing,
+    rng: Pcg64Mcg,
+    /// Replay position, for signal replays.
+    replay_idx: usize,
+}
+
 struct Link {
     /// [server→client, client→server]
     dirs: [Direction; 2],
+    rngs: [Pcg64Mcg; 2],
     /// Packets on the wire per direction, in arrival order (links that keep order only: the
     /// event queue then holds just each FIFO's head).
-    wire: [std::collections::VecDeque<InFlight>; 2],
+    wire: [VecDeque<InFlight>; 2],
     reorder: bool,
-    rngs: [Pcg64Mcg; 2],
     /// The client's address on this link exists.
     addr_present: bool,
     backup: bool,
+    address: AddressPolicy,
+    radio: Option<Radio>,
+    /// Up as far as the radio (or the script) is concerned.
+    covered: bool,
+    /// Smoothed signal (the link's α), for the recovery metric.
+    smoothed: Option<f64>,
+    above: bool,
+    /// When the link's signal or address last came back.
+    since: Duration,
+    /// Incremented at every loss, to cancel stale address removals.
+    loss_epoch: u32,
 }
 
 struct Host {
@@ -165,7 +239,7 @@ struct App {
     interval_ns: u64,
     next_seq: u64,
     /// CBR messages generated but not yet written: (seq, generation time).
-    backlog: std::collections::VecDeque<(u64, Instant)>,
+    backlog: VecDeque<(u64, Instant)>,
     /// File: bytes still to write.
     remaining: Option<u64>,
     file_total: Option<u64>,
@@ -178,12 +252,16 @@ struct App {
 
 pub struct World<'a> {
     variant: &'a Variant,
+    opts: RunOptions,
     now: Instant,
     end: Instant,
     queue: BinaryHeap<Reverse<Scheduled>>,
     seq: u64,
     hosts: [Host; 2],
     links: Vec<Link>,
+    pm: pm::Manager,
+    pm_timer: Option<Instant>,
+    mobility: Option<Mobility>,
     /// Datagrams in flight, by slot.
     packets: Vec<Vec<u8>>,
     /// Free slots of `packets`.
@@ -202,13 +280,22 @@ pub struct World<'a> {
 
 /// Runs one variant with one seed.
 pub fn run(variant: &Variant, seed: u64) -> RunRecord {
-    let mut w = World::new(variant, seed);
+    run_with(variant, seed, RunOptions::default())
+}
+
+pub fn run_with(variant: &Variant, seed: u64, opts: RunOptions) -> RunRecord {
+    let mut w = World::new(variant, seed, opts);
     w.run();
     w.finish()
 }
 
+/// The client's address on link `i` (10.0.i.2) and the server's (10.0.i.1).
+fn client_ip(i: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 0, i as u8, 2))
+}
+
 impl<'a> World<'a> {
-    pub fn new(variant: &'a Variant, seed: u64) -> Self {
+    pub fn new(variant: &'a Variant, seed: u64, opts: RunOptions) -> Self {
         let s = &variant.scenario;
         let links: Vec<Link> = variant
             .links
@@ -224,6 +311,22 @@ impl<'a> World<'a> {
                 ],
                 addr_present: true,
                 backup: s.links[i].backup,
+                address: s.links[i].address,
+                radio: variant.radios[i].clone().map(|spec| Radio {
+                    shadowing: Shadowing::new(
+                        mix(seed, 100 + i as u64),
+                        spec.shadowing_db,
+                        spec.decorrelation_m,
+                    ),
+                    rng: Pcg64Mcg::seed_from_u64(mix(seed, 200 + i as u64)),
+                    spec,
+                    replay_idx: 0,
+                }),
+                covered: true,
+                smoothed: None,
+                above: false,
+                since: Duration::ZERO,
+                loss_epoch: 0,
             })
             .collect();
         let hosts = [
@@ -262,35 +365,33 @@ impl<'a> World<'a> {
             header: [0; 16],
             delivered: 0,
         };
-        let n = links.len();
-        let mut rec = RunRecord {
+        let rec = RunRecord {
             duration: s.duration.0,
             app_start: a.start.0,
             link_names: s.links.iter().map(|l| l.name.clone()).collect(),
+            thresholds: s.links.iter().map(|l| l.threshold_dbm).collect(),
             ..RunRecord::default()
         };
-        // Loss events and the time each link came back before them.
-        let mut back = vec![Duration::ZERO; n];
-        for &(t, l, action) in &variant.timeline {
-            match action {
-                Action::Down | Action::AddrLost => rec.loss_events.push(LossEvent {
-                    t,
-                    link: l,
-                    since: back[l],
-                    sent_before: 0,
-                }),
-                Action::Up | Action::AddrBack => back[l] = t,
-                _ => {}
-            }
-        }
+        let mobility = variant.route.as_ref().map(|r| {
+            Mobility::new(
+                r,
+                s.mobility.as_ref().map_or(1.0, |m| m.speed_kmh / 3.6),
+                s.duration.0,
+                seed,
+            )
+        });
         World {
             variant,
+            opts,
             now: Instant::ZERO,
             end: Instant::ZERO + s.duration.0,
             queue: BinaryHeap::new(),
             seq: 0,
             hosts,
             links,
+            pm: pm::Manager::new(variant.pm.clone()).expect("checked when the scenario loaded"),
+            pm_timer: None,
+            mobility,
             packets: Vec::new(),
             free: Vec::new(),
             spare: Vec::new(),
@@ -314,15 +415,41 @@ impl<'a> World<'a> {
     }
 
     pub fn run(&mut self) {
-        // The client opens the first path; the others join once it is established (as MPTCP's
-        // full-mesh path manager does after the MP_CAPABLE handshake).
+        // The path manager learns the client's interfaces and addresses.
+        for i in 0..self.links.len() {
+            let name = self.rec.link_names[i].clone();
+            self.pm_event(pm::Event::IfaceNew {
+                iface: pm::IfaceId(i as u32),
+                name,
+                up: true,
+            });
+            self.pm_event(pm::Event::LocalAddrNew {
+                iface: pm::IfaceId(i as u32),
+                id: pm::AddrId(i as u8),
+                addr: Some(client_ip(i)),
+            });
+        }
+        // The client opens the first path on the first link; the path manager adds the others
+        // once the connection is established (as MPTCP does after MP_CAPABLE).
         let backup = self.links[0].backup;
         let _ = self.hosts[CLIENT]
             .conn
             .open_path(Instant::ZERO, AddrId(0), AddrId(0), backup);
+        self.pm_event(pm::Event::ConnectionCreated {
+            conn: CONN,
+            local: endpoint(0),
+            remote: server_endpoint(),
+            iface: Some(pm::IfaceId(0)),
+            initiator: true,
+        });
         for i in 0..self.variant.timeline.len() {
             let at = Instant::ZERO + self.variant.timeline[i].0;
             self.schedule(at, Kind::Action(i as u32));
+        }
+        for l in 0..self.links.len() {
+            if self.links[l].radio.is_some() || self.variant.signals[l].is_some() {
+                self.schedule(Instant::ZERO, Kind::Beacon { link: l as u8 });
+            }
         }
         self.schedule(self.app.start, Kind::AppTick);
         self.schedule(Instant::ZERO, Kind::Sample);
@@ -347,10 +474,6 @@ impl<'a> World<'a> {
             }
             self.now = ev.at();
             self.events += 1;
-            if matches!(ev.kind, Kind::LinkHead { .. }) {
-                self.head_events += 1;
-            }
-
             match ev.kind {
                 Kind::Deliver {
                     host,
@@ -361,7 +484,10 @@ impl<'a> World<'a> {
                     self.deliveries += 1;
                     self.deliver(host as usize, link as usize, epoch, packet)
                 }
-                Kind::LinkHead { link, dir } => self.link_head(link as usize, dir as usize),
+                Kind::LinkHead { link, dir } => {
+                    self.head_events += 1;
+                    self.link_head(link as usize, dir as usize)
+                }
                 Kind::Timer { host } => {
                     let host = host as usize;
                     if self.hosts[host].timer.is_some_and(|t| t <= self.now) {
@@ -373,8 +499,19 @@ impl<'a> World<'a> {
                     }
                     self.pump(host);
                 }
+                Kind::PmTimer => {
+                    if self.pm_timer.is_some_and(|t| t <= self.now) {
+                        self.pm_timer = None;
+                    }
+                    if self.pm.poll_timeout().is_some_and(|t| t <= self.now) {
+                        self.pm.handle_timeout(self.now);
+                    }
+                    self.pump(CLIENT);
+                }
                 Kind::AppTick => self.app_tick(),
                 Kind::Action(i) => self.action(i as usize),
+                Kind::Beacon { link } => self.beacon(link as usize),
+                Kind::AddrGone { link, epoch } => self.addr_gone(link as usize, epoch),
                 Kind::Sample => {
                     self.sample();
                     let next = self.now + self.sample_every;
@@ -413,11 +550,54 @@ impl<'a> World<'a> {
         // Direction 0 carries server→client traffic, i.e. packets for the client.
         let dir = if host == CLIENT { 0 } else { 1 };
         if self.links[link].dirs[dir].epoch == epoch {
+            let receiver = host != self.app.sender;
+            if receiver && (self.opts.trace_dsn || self.awaiting_recovery(link)) {
+                self.trace_data(link, &data);
+            }
             let _ = self.hosts[host].conn.handle_datagram(self.now, &data);
         }
         // Otherwise the link went down while the packet was queued or on the wire.
         self.recycle(data);
         self.pump(host);
+    }
+
+    fn awaiting_recovery(&self, link: usize) -> bool {
+        self.rec
+            .recoveries
+            .last_mut_for(link)
+            .is_some_and(|r| r.first_data.is_none())
+    }
+
+    /// Records the data a receiver gets on a link (for plots and the recovery metric).
+    fn trace_data(&mut self, link: usize, data: &[u8]) {
+        let Ok((_, frames)) = wire::parse_header(data) else {
+            return;
+        };
+        let now = self.now.micros();
+        let mut carried = false;
+        for f in frames.map_while(Result::ok) {
+            if let Frame::Data { dsn, payload, .. } = f
+                && !payload.is_empty()
+            {
+                carried = true;
+                if self.opts.trace_dsn && self.rec.dsn.len() < 4_000_000 {
+                    self.rec.dsn.push((now, link as u8, dsn));
+                }
+            }
+        }
+        if carried {
+            let t = self.now.since_epoch();
+            if let Some(r) = self
+                .rec
+                .recoveries
+                .iter_mut()
+                .rev()
+                .find(|r| r.link == link)
+                && r.first_data.is_none()
+            {
+                r.first_data = Some(t);
+            }
+        }
     }
 
     fn app_tick(&mut self) {
@@ -437,37 +617,16 @@ impl<'a> World<'a> {
     }
 
     fn action(&mut self, i: usize) {
-        let (t, l, action) = self.variant.timeline[i];
-        let now = self.now;
-        if matches!(action, Action::Down | Action::AddrLost) {
-            let sent = self.hosts[self.app.sender].conn.stream_sent();
-            if let Some(e) = self
-                .rec
-                .loss_events
-                .iter_mut()
-                .find(|e| e.t == t && e.link == l)
-            {
-                e.sent_before = sent;
-            }
-        }
-        let addr = AddrId(l as u8);
+        let (_, l, action) = self.variant.timeline[i];
         match action {
-            Action::Down => self.set_link(l, false),
-            Action::Up => self.set_link(l, true),
-            Action::AddrLost => {
-                self.set_link(l, false);
-                self.links[l].addr_present = false;
-                self.hosts[CLIENT].conn.local_addr_lost(now, addr);
-            }
-            Action::AddrBack => {
-                self.set_link(l, true);
-                self.links[l].addr_present = true;
-                self.hosts[CLIENT].conn.local_addr_restored(addr);
-                self.open_missing_path(l);
-            }
+            Action::Down => self.link_lost(l, false),
+            Action::Up => self.link_back(l, false),
+            Action::AddrLost => self.link_lost(l, true),
+            Action::AddrBack => self.link_back(l, true),
             Action::Backup | Action::Primary => {
                 let backup = action == Action::Backup;
                 self.links[l].backup = backup;
+                let addr = AddrId(l as u8);
                 let ids: Vec<_> = self.hosts[CLIENT]
                     .conn
                     .paths()
@@ -483,35 +642,265 @@ impl<'a> World<'a> {
         self.pump(SERVER);
     }
 
-    fn set_link(&mut self, l: usize, up: bool) {
+    /// The link stops carrying packets. With `addr`, the client's address goes too: the
+    /// transport learns it after its detection delay (scripted losses, seed 002), or the network
+    /// manager removes it after that delay (radio coverage, `address = "lose"`).
+    fn link_lost(&mut self, l: usize, addr: bool) {
+        if !self.links[l].covered {
+            return;
+        }
         let now = self.now;
+        self.links[l].covered = false;
+        self.links[l].loss_epoch = self.links[l].loss_epoch.wrapping_add(1);
         for d in &mut self.links[l].dirs {
-            d.set_up(now, up);
+            d.set_up(now, false);
+        }
+        let sent = self.hosts[self.app.sender].conn.stream_sent();
+        self.rec.loss_events.push(LossEvent {
+            t: now.since_epoch(),
+            link: l,
+            since: self.links[l].since,
+            sent_before: sent,
+        });
+        if addr {
+            let delay = self.variant.config.remove_addr_delay;
+            let epoch = self.links[l].loss_epoch;
+            self.schedule(
+                now + delay,
+                Kind::AddrGone {
+                    link: l as u8,
+                    epoch,
+                },
+            );
         }
     }
 
-    /// Full-mesh path management: one path per link with an address, once connected.
-    fn open_missing_path(&mut self, l: usize) {
+    fn addr_gone(&mut self, l: usize, epoch: u32) {
+        let link = &mut self.links[l];
+        if link.covered || link.loss_epoch != epoch || !link.addr_present {
+            return;
+        }
+        link.addr_present = false;
+        self.hosts[CLIENT].conn.remove_local_addr(AddrId(l as u8));
+        self.pm_event(pm::Event::LocalAddrRemoved {
+            iface: pm::IfaceId(l as u32),
+            id: pm::AddrId(l as u8),
+        });
+        self.pump(CLIENT);
+        self.pump(SERVER);
+    }
+
+    fn link_back(&mut self, l: usize, addr: bool) {
+        if self.links[l].covered {
+            return;
+        }
+        let now = self.now;
+        self.links[l].covered = true;
+        self.links[l].since = now.since_epoch();
+        for d in &mut self.links[l].dirs {
+            d.set_up(now, true);
+        }
+        if addr || !self.links[l].addr_present {
+            if self.links[l].addr_present {
+                // Back before the loss was noticed.
+                self.hosts[CLIENT].conn.local_addr_restored(AddrId(l as u8));
+            } else {
+                self.links[l].addr_present = true;
+                self.pm_event(pm::Event::LocalAddrNew {
+                    iface: pm::IfaceId(l as u32),
+                    id: pm::AddrId(l as u8),
+                    addr: Some(client_ip(l)),
+                });
+            }
+        }
+    }
+
+    /// A radio beacon: a new signal sample, the link's rate, losses and coverage follow it, and
+    /// the path manager hears it.
+    fn beacon(&mut self, l: usize) {
+        let t = self.now.since_epoch();
+        let Some(rss) = self.sample_rss(l, t) else {
+            return;
+        };
+        let lose_addr = self.links[l].address == AddressPolicy::Lose;
+        let period = self.links[l]
+            .radio
+            .as_ref()
+            .map_or(Duration::from_secs(1), |r| r.spec.beacon);
+        if let Some(r) = &self.links[l].radio {
+            let rate = r.spec.rate(rss);
+            let per = r.spec.per(rss);
+            let covered = rss >= r.spec.cutoff_dbm;
+            for d in &mut self.links[l].dirs {
+                d.set_rate(rate);
+                d.set_loss(per);
+            }
+            if covered && !self.links[l].covered {
+                self.link_back(l, lose_addr);
+            } else if !covered && self.links[l].covered {
+                self.link_lost(l, lose_addr);
+            }
+        }
+        // The receiver hears beacons only in coverage.
+        if self.links[l].covered {
+            // Recovery metric: the link's own smoothing crossing its threshold upwards.
+            let alpha = self.variant.scenario.links[l].alpha;
+            let link = &mut self.links[l];
+            let s = link
+                .smoothed
+                .map_or(rss, |p| (1.0 - alpha) * p + alpha * rss);
+            link.smoothed = Some(s);
+            if let Some(th) = self.rec.thresholds[l] {
+                let above = s > th;
+                if above && !link.above {
+                    self.rec.recoveries.push(Recovery {
+                        t,
+                        link: l,
+                        first_data: None,
+                    });
+                }
+                link.above = above;
+            }
+            self.rec
+                .rss
+                .push((self.now.micros(), l as u8, rss as f32, s as f32));
+            self.pm_event(pm::Event::Signal {
+                iface: pm::IfaceId(l as u32),
+                rssi_dbm: rss,
+            });
+            self.pump(CLIENT);
+        }
+        self.schedule(self.now + period, Kind::Beacon { link: l as u8 });
+        self.pump(CLIENT);
+        self.pump(SERVER);
+    }
+
+    /// The signal strength on link `l` at time `t`: replayed, or from distance and shadowing.
+    fn sample_rss(&mut self, l: usize, t: Duration) -> Option<f64> {
+        if let Some(series) = &self.variant.signals[l] {
+            let r = self.links[l].radio.as_mut();
+            let mut idx = r.as_ref().map_or(0, |r| r.replay_idx);
+            while idx + 1 < series.len() && series[idx + 1].0 <= t {
+                idx += 1;
+            }
+            if let Some(r) = r {
+                r.replay_idx = idx;
+            }
+            return series.get(idx).map(|&(_, v)| v);
+        }
+        let mobility = self.mobility.as_ref()?;
+        let p = mobility.position(t);
+        let (_, d) = mobility.nearest(t)?;
+        let r = self.links[l].radio.as_mut()?;
+        let shadow = r.shadowing.at(p.x, p.y);
+        let _ = r.rng.random::<u8>();
+        Some(r.spec.mean_rss(d) + shadow)
+    }
+
+    fn pm_event(&mut self, e: pm::Event) {
+        self.pm.handle_event(self.now, &e);
+    }
+
+    /// Feeds the client connection's events to the path manager and executes its commands.
+    fn run_pm(&mut self) -> bool {
+        let mut any = false;
+        loop {
+            let mut progress = false;
+            while let Some(e) = self.hosts[CLIENT].conn.poll_event() {
+                progress = true;
+                if let Some(pe) = translate(&e) {
+                    self.pm.handle_event(self.now, &pe);
+                }
+            }
+            while let Some(c) = self.pm.poll_command() {
+                progress = true;
+                self.execute(c);
+            }
+            if !progress {
+                break;
+            }
+            any = true;
+        }
+        if let Some(t) = self.pm.poll_timeout()
+            && self.pm_timer.is_none_or(|cur| t < cur)
+        {
+            self.pm_timer = Some(t);
+            self.schedule(t.max(self.now), Kind::PmTimer);
+        }
+        any
+    }
+
+    fn execute(&mut self, c: pm::Command) {
+        let t = self.now.since_epoch();
         let conn = &mut self.hosts[CLIENT].conn;
-        if !conn.is_established() || !self.links[l].addr_present {
-            return;
+        match c {
+            pm::Command::CreateSubflow {
+                iface,
+                local,
+                remote,
+                backup,
+                ..
+            } => {
+                let l = iface.0 as usize;
+                if conn
+                    .open_path(self.now, AddrId(local.id.0), AddrId(remote.id.0), backup)
+                    .is_ok()
+                {
+                    self.rec.decisions.push(PmDecision {
+                        t,
+                        link: l,
+                        demote: backup,
+                        flip: false,
+                    });
+                }
+            }
+            pm::Command::RemoveSubflow { subflow, .. } => {
+                let id = PathId(subflow.0 as u32);
+                let link = conn.path(id).map(|p| p.local.0 as usize);
+                if conn.close_path(id).is_ok()
+                    && let Some(l) = link
+                {
+                    self.rec.decisions.push(PmDecision {
+                        t,
+                        link: l,
+                        demote: true,
+                        flip: false,
+                    });
+                }
+            }
+            pm::Command::SetBackup {
+                subflow, backup, ..
+            } => {
+                let id = PathId(subflow.0 as u32);
+                let link = conn.path(id).map(|p| p.local.0 as usize);
+                if conn.set_backup(id, backup).is_ok()
+                    && let Some(l) = link
+                {
+                    self.rec.decisions.push(PmDecision {
+                        t,
+                        link: l,
+                        demote: backup,
+                        flip: true,
+                    });
+                }
+            }
+            pm::Command::AnnounceAddr { local, .. } => {
+                if let Some(addr) = local.addr {
+                    conn.announce_addr(AddrId(local.id.0), addr, false);
+                }
+            }
+            pm::Command::WithdrawAddr { id, .. } => conn.remove_local_addr(AddrId(id.0)),
         }
-        let addr = AddrId(l as u8);
-        if conn.paths().any(|p| p.local == addr) {
-            return;
-        }
-        let _ = conn.open_path(self.now, addr, addr, self.links[l].backup);
     }
 
     fn pump(&mut self, h: usize) {
         loop {
             let mut progress = false;
-            while let Some(e) = self.hosts[h].conn.poll_event() {
-                progress = true;
-                if h == CLIENT && e == Event::Connected {
-                    for l in 1..self.links.len() {
-                        self.open_missing_path(l);
-                    }
+            if h == CLIENT {
+                progress |= self.run_pm();
+            } else {
+                while self.hosts[h].conn.poll_event().is_some() {
+                    progress = true;
                 }
             }
             if h != self.app.sender {
@@ -524,7 +913,10 @@ impl<'a> World<'a> {
                 // The datagram buffer itself travels; the next one comes from the pool.
                 let next = self.spare.pop().unwrap_or_default();
                 let datagram = std::mem::replace(&mut buf, next);
-                self.send(h, t.local.0 as usize, datagram);
+                // The client sends from the address of the link; the server answers towards
+                // the client's address (one server address, routes per client subnet).
+                let link = if h == CLIENT { t.local.0 } else { t.remote.0 };
+                self.send(h, link as usize, datagram);
             }
             self.recycle(buf);
             if !progress {
@@ -695,61 +1087,156 @@ impl<'a> World<'a> {
         }
     }
 
+    /// Stream bytes received per link so far: the client numbers its addresses by link, and
+    /// the server sees the client's address of each path as the peer address.
+    fn link_rx(&self) -> Vec<u64> {
+        let mut rx = vec![0; self.links.len()];
+        let receiver = &self.hosts[1 - self.app.sender].conn;
+        let counts: Vec<(AddrId, u64)> = if self.app.sender == SERVER {
+            receiver
+                .addr_stats()
+                .map(|(a, s)| (a, s.data_bytes_received))
+                .collect()
+        } else {
+            receiver
+                .peer_addr_stats()
+                .map(|(a, s)| (a, s.data_bytes_received))
+                .collect()
+        };
+        for (a, b) in counts {
+            if let Some(v) = rx.get_mut(a.0 as usize) {
+                *v = b;
+            }
+        }
+        rx
+    }
+
     fn sample(&mut self) {
         let n = self.links.len();
         let sender = &self.hosts[self.app.sender].conn;
         let receiver = &self.hosts[1 - self.app.sender].conn;
         let mut cwnd = vec![0; n];
         let mut srtt = vec![0; n];
+        let client_side = self.app.sender == CLIENT;
         for p in sender.paths() {
-            let i = usize::from(p.local.0);
+            let i = usize::from(if client_side { p.local.0 } else { p.remote.0 });
             if i < n {
                 cwnd[i] = p.cwnd;
                 srtt[i] = p.srtt.as_micros() as u64;
             }
         }
-        self.rec.samples.push(Sample {
+        let s = Sample {
             t: self.now.since_epoch(),
             delivered: self.app.delivered,
+            link_rx: self.link_rx(),
             link_cwnd: cwnd,
             link_srtt_us: srtt,
             ofo_bytes: receiver.reorder_buffer_bytes(),
-            link_rx: {
-                let mut rx = vec![0; n];
-                for (a, st) in receiver.addr_stats() {
-                    if let Some(v) = rx.get_mut(a.0 as usize) {
-                        *v = st.data_bytes_received;
-                    }
-                }
-                rx
-            },
             reinjected: sender.stats().reinjected_packets,
             data_packets: sender.stats().data_packets_sent,
-        });
-    }
-
-    fn link_heads(&self) -> u64 {
-        self.head_events
+        };
+        self.rec.samples.push(s);
     }
 
     fn finish(mut self) -> RunRecord {
         let s = self.app.sender;
         self.rec.sender = self.hosts[s].conn.stats().clone();
         self.rec.receiver = self.hosts[1 - s].conn.stats().clone();
+        let client_side = s == CLIENT;
         self.rec.sender_paths = self.hosts[s]
             .conn
             .paths()
-            .map(|p| (p.local.0 as usize, p.stats))
+            .map(|p| {
+                let l = if client_side { p.local.0 } else { p.remote.0 };
+                (l as usize, p.stats)
+            })
             .collect();
         self.rec.link_stats = self
             .links
             .iter()
             .map(|l| (l.dirs[0].stats.clone(), l.dirs[1].stats.clone()))
             .collect();
+        self.rec.link_bytes = self.link_rx();
         // Each packet delivery counts as one event, whether it had a queue entry of its own.
-        self.rec.events = self.events - self.link_heads() + self.deliveries;
+        self.rec.events = self.events - self.head_events;
         self.rec
     }
+}
+
+/// Finds the latest recovery entry of a link.
+trait LastForLink {
+    fn last_mut_for(&self, link: usize) -> Option<&Recovery>;
+}
+
+impl LastForLink for Vec<Recovery> {
+    fn last_mut_for(&self, link: usize) -> Option<&Recovery> {
+        self.iter().rev().find(|r| r.link == link)
+    }
+}
+
+fn endpoint(link: usize) -> pm::Endpoint {
+    pm::Endpoint {
+        id: pm::AddrId(link as u8),
+        addr: Some(SocketAddr::new(client_ip(link), 0)),
+    }
+}
+
+fn server_endpoint() -> pm::Endpoint {
+    pm::Endpoint {
+        id: pm::AddrId(0),
+        addr: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 0)),
+    }
+}
+
+/// The client connection's events as the path manager sees them (seed 000 Table I).
+fn translate(e: &Event) -> Option<pm::Event> {
+    Some(match *e {
+        Event::Connected => pm::Event::ConnectionEstablished {
+            conn: CONN,
+            subflow: Some(pm::SubflowId(0)),
+            local: endpoint(0),
+            remote: server_endpoint(),
+            iface: Some(pm::IfaceId(0)),
+        },
+        Event::PathEstablished {
+            path,
+            local,
+            remote,
+            backup,
+        } => pm::Event::SubflowEstablished {
+            conn: CONN,
+            subflow: pm::SubflowId(u64::from(path.0)),
+            iface: Some(pm::IfaceId(u32::from(local.0))),
+            local: endpoint(local.0 as usize),
+            remote: pm::Endpoint {
+                id: pm::AddrId(remote.0),
+                addr: None,
+            },
+            backup,
+        },
+        Event::PathClosed { path, .. } => pm::Event::SubflowClosed {
+            conn: CONN,
+            subflow: pm::SubflowId(u64::from(path.0)),
+        },
+        Event::PathPriority { path, backup, .. } => pm::Event::SubflowPriority {
+            conn: CONN,
+            subflow: pm::SubflowId(u64::from(path.0)),
+            backup,
+        },
+        Event::PeerAddrAnnounced { id, addr, .. } => pm::Event::AddrAnnounced {
+            conn: CONN,
+            remote: pm::Endpoint {
+                id: pm::AddrId(id.0),
+                addr: Some(addr),
+            },
+        },
+        Event::PeerAddrRemoved { id } => pm::Event::AddrRemoved {
+            conn: CONN,
+            id: pm::AddrId(id.0),
+        },
+        Event::Closed { .. } => pm::Event::ConnectionClosed { conn: CONN },
+        _ => return None,
+    })
 }
 
 /// SplitMix64 step: independent seeds for each generator from one scenario seed.

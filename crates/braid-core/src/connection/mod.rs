@@ -225,8 +225,21 @@ pub struct Connection {
     stats: ConnectionStats,
     /// Counters per local address, surviving path closes.
     addr_stats: Vec<(AddrId, AddrStats)>,
+    /// Counters per peer address, surviving path closes.
+    peer_addr_stats: Vec<(AddrId, AddrStats)>,
     coupling_scratch: Vec<PathCc>,
     view_scratch: Vec<PathView>,
+}
+
+fn entry(v: &mut Vec<(AddrId, AddrStats)>, a: AddrId) -> &mut AddrStats {
+    let i = match v.iter().position(|(x, _)| *x == a) {
+        Some(i) => i,
+        None => {
+            v.push((a, AddrStats::default()));
+            v.len() - 1
+        }
+    };
+    &mut v[i].1
 }
 
 /// Keep this many closed path ids to recognise their late packets.
@@ -270,6 +283,7 @@ impl Connection {
             tx_round_robin: 0,
             stats: ConnectionStats::default(),
             addr_stats: Vec::new(),
+            peer_addr_stats: Vec::new(),
             coupling_scratch: Vec::new(),
             view_scratch: Vec::new(),
             cfg,
@@ -304,15 +318,18 @@ impl Connection {
         self.addr_stats.iter().map(|(a, s)| (*a, s))
     }
 
-    fn addr_stats_mut(&mut self, a: AddrId) -> &mut AddrStats {
-        let i = match self.addr_stats.iter().position(|(x, _)| *x == a) {
-            Some(i) => i,
-            None => {
-                self.addr_stats.push((a, AddrStats::default()));
-                self.addr_stats.len() - 1
-            }
-        };
-        &mut self.addr_stats[i].1
+    /// Counters per peer address (the peer's numbering), including paths closed since.
+    pub fn peer_addr_stats(&self) -> impl Iterator<Item = (AddrId, &AddrStats)> + '_ {
+        self.peer_addr_stats.iter().map(|(a, s)| (*a, s))
+    }
+
+    /// The counters of a path's local and peer addresses.
+    fn path_addr_stats(&mut self, idx: usize) -> (&mut AddrStats, &mut AddrStats) {
+        let (local, remote) = (self.paths[idx].local, self.paths[idx].remote);
+        (
+            entry(&mut self.addr_stats, local),
+            entry(&mut self.peer_addr_stats, remote),
+        )
     }
 
     /// Bytes currently held for reordering at the receiver.

@@ -60,8 +60,9 @@ impl Connection {
             None => self.accept_path(now, header.path, open)?,
         };
         self.last_rx = now;
-        let local = self.paths[idx].local;
-        self.addr_stats_mut(local).datagrams_received += 1;
+        let (local, peer) = self.path_addr_stats(idx);
+        local.datagrams_received += 1;
+        peer.datagrams_received += 1;
         self.paths[idx].on_packet_received(
             now,
             header.seq,
@@ -159,10 +160,10 @@ impl Connection {
                 self.release_send_buffer();
             }
             Frame::Data { dsn, fin, payload } => {
-                let p = &mut self.paths[idx];
-                p.stats.data_bytes_received += payload.len() as u64;
-                let local = p.local;
-                self.addr_stats_mut(local).data_bytes_received += payload.len() as u64;
+                self.paths[idx].stats.data_bytes_received += payload.len() as u64;
+                let (local, peer) = self.path_addr_stats(idx);
+                local.data_bytes_received += payload.len() as u64;
+                peer.data_bytes_received += payload.len() as u64;
                 match self.recv.insert(dsn, payload, fin) {
                     Ok(r) => {
                         self.stats.data_bytes_received += r.new;

@@ -118,8 +118,9 @@ impl Connection {
     fn transmit(&mut self, idx: usize, buf: &[u8]) -> Transmit {
         self.stats.datagrams_sent += 1;
         self.stats.bytes_sent += buf.len() as u64;
-        let local = self.paths[idx].local;
-        self.addr_stats_mut(local).datagrams_sent += 1;
+        let (local, peer) = self.path_addr_stats(idx);
+        local.datagrams_sent += 1;
+        peer.datagrams_sent += 1;
         let p = &self.paths[idx];
         Transmit {
             path: p.id,
@@ -237,8 +238,9 @@ impl Connection {
             self.send.copy_to(d.dsn, d.len as usize, buf);
             eliciting = true;
             self.stats.data_packets_sent += 1;
-            let local = self.paths[idx].local;
-            self.addr_stats_mut(local).data_bytes_sent += u64::from(d.len);
+            let (local, peer) = self.path_addr_stats(idx);
+            local.data_bytes_sent += u64::from(d.len);
+            peer.data_bytes_sent += u64::from(d.len);
         }
         if !eliciting {
             // The sequence number must still be filled.
@@ -768,8 +770,9 @@ impl Connection {
             self.send.fin_sent = true;
         }
         self.stats.data_packets_sent += 1;
-        let local = self.paths[idx].local;
-        self.addr_stats_mut(local).data_bytes_sent += len;
+        let (local, peer) = self.path_addr_stats(idx);
+        local.data_bytes_sent += len;
+        peer.data_bytes_sent += len;
         if kind == SegmentKind::Reinjection {
             self.stats.reinjected_packets += 1;
             self.stats.reinjected_bytes += len;
