@@ -355,13 +355,14 @@ impl Connection {
     #[doc(hidden)]
     pub fn debug_send_state(&self) -> String {
         format!(
-            "next {} end {} peer_cum {} window_end {} fin {} reinjq {} ctrlq {} state {:?}",
+            "next {} end {} peer_cum {} window_end {} fin {} reinjq {} (front {:?}) ctrlq {} state {:?}",
             self.send.next,
             self.send.end(),
             self.send.peer_cum,
             self.send.peer_window_end,
             self.send.fin,
             self.reinject_queue.len(),
+            self.reinject_queue.front(),
             self.ctrl_queue.len(),
             self.state
         )
@@ -615,6 +616,14 @@ impl Connection {
         }
     }
 
+    /// Whether a path other than `idx` could carry its data.
+    fn has_alternative(&self, idx: usize) -> bool {
+        self.paths
+            .iter()
+            .enumerate()
+            .any(|(i, p)| i != idx && p.is_established())
+    }
+
     /// Returns `true` if the path was closed (and removed).
     fn on_path_timer(&mut self, now: Instant, idx: usize, timer: PathTimer) -> bool {
         let cfg = self.cfg.clone();
@@ -624,7 +633,8 @@ impl Connection {
             PathTimer::Ack => p.rx.ack_now = true,
             PathTimer::Pto => {
                 p.on_pto(now, &cfg);
-                if cfg.reinjection.reinject_on(Trigger::Pto) {
+                // A speculative reinjection needs somewhere to go.
+                if cfg.reinjection.reinject_on(Trigger::Pto) && self.has_alternative(idx) {
                     self.reinject(idx, true);
                     self.mark_pf(idx);
                 }
@@ -648,7 +658,7 @@ impl Connection {
             }
             PathTimer::Reinject => {
                 p.stats.reinject_timer_count += 1;
-                if cfg.reinjection.reinject_on(Trigger::Timer) {
+                if cfg.reinjection.reinject_on(Trigger::Timer) && self.has_alternative(idx) {
                     self.reinject(idx, true);
                     self.mark_pf(idx);
                 }

@@ -579,8 +579,13 @@ impl Connection {
         Some(self.transmit(idx, buf))
     }
 
+    /// Sends the first queued reinjection that some path other than its source can take now.
+    /// Entries whose only possible path is the one they came from wait (that path's own
+    /// retransmissions cover them) without holding up the entries behind them.
     fn send_reinjection(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        while let Some(r) = self.reinject_queue.front().copied() {
+        let mut i = 0;
+        while i < self.reinject_queue.len() {
+            let r = self.reinject_queue[i];
             let d = r.data;
             let end = d.dsn + u64::from(d.len);
             let fin_pending = d.fin && !self.send.is_acked(end);
@@ -591,7 +596,7 @@ impl Connection {
                 Some(r) => r,
                 None if fin_pending => (end, 0),
                 None => {
-                    self.reinject_queue.pop_front();
+                    self.reinject_queue.remove(i);
                     continue;
                 }
             };
@@ -602,19 +607,26 @@ impl Connection {
                     .any(|p| p.id != r.from && p.is_usable() && p.redundant_next >= end)
             {
                 // Another path already carried these bytes.
-                self.reinject_queue.pop_front();
+                self.reinject_queue.remove(i);
                 continue;
             }
-            let idx = self.select(Some(r.from))?;
+            let Some(idx) = self.select(Some(r.from)) else {
+                if self.paths.iter().any(|p| p.id != r.from && p.is_usable()) {
+                    // Another path exists but has no room: wait for it, in order.
+                    return None;
+                }
+                i += 1;
+                continue;
+            };
             let (t, sent) =
                 self.send_segment(now, idx, dsn, len, d.fin, SegmentKind::Reinjection, buf);
             let sent_end = dsn + sent;
-            let front = self.reinject_queue.front_mut().expect("front exists");
+            let entry = &mut self.reinject_queue[i];
             if sent_end >= end {
-                self.reinject_queue.pop_front();
+                self.reinject_queue.remove(i);
             } else {
-                front.data.len = (end - sent_end) as u32;
-                front.data.dsn = sent_end;
+                entry.data.len = (end - sent_end) as u32;
+                entry.data.dsn = sent_end;
             }
             return Some(t);
         }
