@@ -32,6 +32,10 @@ pub struct DirSpec {
     pub capacity: Capacity,
     pub delay: Duration,
     pub jitter: Duration,
+    /// Time constant of the jitter: zero draws it independently for every packet; otherwise it
+    /// is a first-order autoregressive process (same spread) that decorrelates over this time,
+    /// like the queueing of a cellular scheduler.
+    pub jitter_period: Duration,
     /// Allow jitter to reorder packets.
     pub reorder: bool,
     pub queue: QueueLimit,
@@ -75,11 +79,15 @@ pub struct Direction {
     trace_next: u64,
     trace_left: u32,
     last_arrival: Instant,
+    /// Correlated jitter: current value (µs) and when it was drawn.
+    jitter_us: f64,
+    jitter_at: Instant,
     pub stats: DirStats,
 }
 
 impl Direction {
     pub fn new(spec: DirSpec) -> Self {
+        let jitter_mid = spec.jitter.as_micros() as f64 / 2.0;
         Direction {
             spec,
             up: true,
@@ -90,6 +98,8 @@ impl Direction {
             trace_next: 0,
             trace_left: 0,
             last_arrival: Instant::ZERO,
+            jitter_us: jitter_mid,
+            jitter_at: Instant::ZERO,
             stats: DirStats::default(),
         }
     }
@@ -172,14 +182,31 @@ impl Direction {
         self.stats.bytes += u64::from(wire);
         let mut arrival = Instant::from_micros(depart.div_ceil(1000)) + self.spec.delay;
         if !self.spec.jitter.is_zero() {
-            let j = rng.random_range(0..self.spec.jitter.as_micros() as u64);
-            arrival += Duration::from_micros(j);
+            arrival += Duration::from_micros(self.next_jitter(now, rng));
         }
         if !self.spec.reorder {
             arrival = arrival.max(self.last_arrival);
         }
         self.last_arrival = self.last_arrival.max(arrival);
         Ok(arrival)
+    }
+
+    /// Extra delay of the next packet, in [0, jitter) µs.
+    fn next_jitter(&mut self, now: Instant, rng: &mut Pcg64Mcg) -> u64 {
+        let span = self.spec.jitter.as_micros() as u64;
+        if self.spec.jitter_period.is_zero() {
+            return rng.random_range(0..span);
+        }
+        // AR(1) around the middle of the span with the spread of a uniform draw:
+        // x' = m + ρ(x − m) + √(1−ρ²)(u − m), ρ = exp(−Δt/τ).
+        let dt = now.saturating_since(self.jitter_at).as_secs_f64();
+        let rho = (-dt / self.spec.jitter_period.as_secs_f64()).exp();
+        let mid = span as f64 / 2.0;
+        let u = rng.random_range(0..span) as f64;
+        let x = mid + rho * (self.jitter_us - mid) + (1.0 - rho * rho).sqrt() * (u - mid);
+        self.jitter_us = x.clamp(0.0, (span - 1) as f64);
+        self.jitter_at = now;
+        self.jitter_us as u64
     }
 
     /// Mahimahi semantics: the packet leaves with the opportunity that delivers its last byte;
@@ -218,6 +245,7 @@ mod tests {
             capacity,
             delay: Duration::from_millis(10),
             jitter: Duration::ZERO,
+            jitter_period: Duration::ZERO,
             reorder: false,
             queue: QueueLimit::Packets(3),
             loss: 0.0,
@@ -270,6 +298,44 @@ mod tests {
         assert_eq!(at(&mut d, &mut rng, 1500), 7);
         // A packet larger than one opportunity spans two.
         assert_eq!(at(&mut d, &mut rng, 3000), 12);
+    }
+
+    /// Mean absolute change of the extra delay between packets 1 ms apart, and its spread.
+    fn jitter_profile(period: Duration) -> (f64, f64) {
+        let mut rng = Pcg64Mcg::seed_from_u64(3);
+        let mut s = spec(Capacity::Rate(1e12));
+        s.jitter = Duration::from_millis(10);
+        s.jitter_period = period;
+        s.reorder = true;
+        s.queue = QueueLimit::Packets(100_000);
+        let mut d = Direction::new(s);
+        let extra: Vec<f64> = (0..20_000)
+            .map(|i| {
+                let now = Instant::from_millis(i);
+                let a = d.send(now, 100, &mut rng).unwrap();
+                (a.saturating_since(now).as_micros() as f64 - 10_000.0) / 1e3
+            })
+            .collect();
+        let step = extra.windows(2).map(|w| (w[1] - w[0]).abs()).sum::<f64>() / 19_999.0;
+        let mean = extra.iter().sum::<f64>() / extra.len() as f64;
+        let sd =
+            (extra.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / extra.len() as f64).sqrt();
+        assert!(
+            extra.iter().all(|&x| (0.0..10.01).contains(&x)),
+            "within the span (plus 1 µs of serialisation)"
+        );
+        (step, sd)
+    }
+
+    #[test]
+    fn correlated_jitter_keeps_its_spread_but_changes_slowly() {
+        let (step_iid, sd_iid) = jitter_profile(Duration::ZERO);
+        let (step_ar, sd_ar) = jitter_profile(Duration::from_millis(100));
+        // Uniform on [0, 10) ms: sd 2.89 ms, mean |step| 3.33 ms.
+        assert!((sd_iid - 2.89).abs() < 0.1, "{sd_iid}");
+        assert!((step_iid - 3.33).abs() < 0.15, "{step_iid}");
+        assert!(sd_ar > 2.0 && sd_ar < 3.2, "{sd_ar}");
+        assert!(step_ar < step_iid / 5.0, "{step_ar} vs {step_iid}");
     }
 
     #[test]

@@ -17,12 +17,22 @@ pub enum Per {
     Run,
 }
 
+/// Which statistic the table shows (`--json` always has all of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// median [q1–q3]
+    Median,
+    /// the mean: for 0/100 indicators, the percentage of events
+    Mean,
+}
+
 /// A metric: its stable key (used in `--json` and `metrics.show`), unit and meaning.
 #[derive(Debug, Clone, Copy)]
 pub struct MetricDef {
     pub key: &'static str,
     pub per: Per,
     pub about: &'static str,
+    pub shown: Shown,
 }
 
 /// Every metric, in table order.
@@ -31,67 +41,121 @@ pub const METRICS: &[MetricDef] = &[
         key: "delay_increase_ms",
         per: Per::Event,
         about: "max − min application one-way delay of CBR messages generated in the event window (seed 002)",
+        shown: Shown::Median,
     },
     MetricDef {
         key: "max_gap_ms",
         per: Per::Event,
         about: "largest interval between consecutive in-order deliveries in the event window (whole run after warmup when there are no events)",
+        shown: Shown::Median,
     },
     MetricDef {
         key: "outage_ms",
         per: Per::Event,
         about: "longest interval without new in-order data during the handover: from the event until every byte sent before it is delivered in order (at most `after`) (seed 001)",
+        shown: Shown::Median,
     },
     MetricDef {
         key: "reinjection_rate_pct",
         per: Per::Event,
         about: "reinjected segments / DATA segments sent from the time the lost link last came back to the end of the window (whole run after warmup when there are no events)",
+        shown: Shown::Median,
     },
     MetricDef {
         key: "throughput_mbps",
         per: Per::Run,
         about: "in-order bytes delivered to the application per second after warmup",
+        shown: Shown::Median,
     },
     MetricDef {
         key: "delay_ms",
         per: Per::Run,
         about: "median application one-way delay (CBR)",
+        shown: Shown::Median,
     },
     MetricDef {
         key: "delay_p99_ms",
         per: Per::Run,
         about: "99th percentile application one-way delay (CBR)",
+        shown: Shown::Median,
     },
     MetricDef {
         key: "reinjections",
         per: Per::Run,
         about: "segments reinjected on another path",
+        shown: Shown::Median,
     },
     MetricDef {
         key: "duplicate_mb",
         per: Per::Run,
         about: "stream bytes received more than once (redundant packets, seed 004)",
+        shown: Shown::Median,
     },
     MetricDef {
         key: "ofo_peak_kb",
         per: Per::Run,
         about: "largest reorder-buffer occupancy at the receiver",
+        shown: Shown::Median,
     },
     MetricDef {
         key: "ofo_mean_kb",
         per: Per::Run,
         about: "mean sampled reorder-buffer occupancy",
+        shown: Shown::Median,
+    },
+    MetricDef {
+        key: "delay_p99_event_ms",
+        per: Per::Event,
+        about: "99th percentile one-way delay of CBR messages generated in the event window (seed 000 Fig. 9)",
+        shown: Shown::Median,
+    },
+    MetricDef {
+        key: "flips",
+        per: Per::Event,
+        about: "backup/active changes the path manager made on the lost link in the event window (ping-pong)",
+        shown: Shown::Median,
+    },
+    MetricDef {
+        key: "acted_before_break_pct",
+        per: Per::Event,
+        about: "100 when the path manager had demoted the link (backup or removed) when it broke, else 0; the table shows the percentage of events",
+        shown: Shown::Mean,
+    },
+    MetricDef {
+        key: "lead_ms",
+        per: Per::Event,
+        about: "how long before the break the path manager demoted the link (events where it did)",
+        shown: Shown::Median,
+    },
+    MetricDef {
+        key: "recovery_ms",
+        per: Per::Event,
+        about: "from the link's smoothed signal rising above its threshold to the first data received over it (seed 000 §V.C)",
+        shown: Shown::Median,
+    },
+    MetricDef {
+        key: "delivered_mb",
+        per: Per::Run,
+        about: "in-order bytes delivered to the application over the whole run (seed 000 Fig. 11)",
+        shown: Shown::Median,
     },
     MetricDef {
         key: "completion_s",
         per: Per::Run,
         about: "file transfer time from the application start",
+        shown: Shown::Median,
     },
 ];
 
 /// Per-link throughput keys are `link.<name>.throughput_mbps`.
 pub fn link_key(name: &str) -> String {
     format!("link.{name}.throughput_mbps")
+}
+
+/// Per-link volume keys are `link.<name>.mb`: stream bytes received over the link in the
+/// whole run, duplicates included (seed 000 Fig. 11).
+pub fn link_mb_key(name: &str) -> String {
+    format!("link.{name}.mb")
 }
 
 /// Computes every metric that applies to the run.
@@ -118,6 +182,21 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
             let b = last.link_rx[i].saturating_sub(first.link_rx[i]);
             out.insert(link_key(name), vec![b as f64 * 8.0 / span / 1e6]);
         }
+    }
+    for (i, name) in r.link_names.iter().enumerate() {
+        if let Some(b) = r.link_bytes.get(i) {
+            out.insert(link_mb_key(name), vec![*b as f64 / 1e6]);
+        }
+    }
+    let total: u64 = r.deliveries.iter().map(|&(_, b)| u64::from(b)).sum();
+    out.insert("delivered_mb".into(), vec![total as f64 / 1e6]);
+    for rc in r.recoveries.iter().filter(|rc| rc.t >= warm && rc.t < end) {
+        let v = match rc.first_data {
+            Some(f) => f.saturating_sub(rc.t).as_secs_f64() * 1e3,
+            // Not used again before the end of the run: count the whole wait.
+            None => end.saturating_sub(rc.t).as_secs_f64() * 1e3,
+        };
+        out.entry("recovery_ms".into()).or_default().push(v);
     }
 
     // Delays (CBR).
@@ -173,6 +252,39 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
         out.entry("reinjection_rate_pct".into())
             .or_default()
             .push(reinjection_rate(r, e.since.max(warm), to));
+        if !r.cbr.is_empty() {
+            let mut d: Vec<f64> = r
+                .cbr
+                .iter()
+                .filter(|(g, _)| *g >= us(from) && *g <= us(to))
+                .map(|&(_, d)| f64::from(d) / 1e3)
+                .collect();
+            if !d.is_empty() {
+                d.sort_by(f64::total_cmp);
+                out.entry("delay_p99_event_ms".into())
+                    .or_default()
+                    .push(quantile(&d, 0.99));
+            }
+        }
+        if !r.decisions.is_empty() || !r.rss.is_empty() {
+            let flips = r
+                .decisions
+                .iter()
+                .filter(|d| d.link == e.link && d.flip && d.t >= from && d.t <= to)
+                .count();
+            out.entry("flips".into()).or_default().push(flips as f64);
+            // The path manager's last word on the link before it broke.
+            let last = r.decisions.iter().rfind(|d| d.link == e.link && d.t <= e.t);
+            let acted = last.filter(|d| d.demote);
+            out.entry("acted_before_break_pct".into())
+                .or_default()
+                .push(if acted.is_some() { 100.0 } else { 0.0 });
+            if let Some(d) = acted {
+                out.entry("lead_ms".into())
+                    .or_default()
+                    .push(e.t.saturating_sub(d.t).as_secs_f64() * 1e3);
+            }
+        }
     }
 
     out.insert(

@@ -3,9 +3,10 @@
 //! RSS(d) = P_tx − PL(d₀) − 10·n·log₁₀(d/d₀) + X, log-distance path loss with log-normal
 //! shadowing X (σ dB) correlated over distance as in Gudmundson's model: X(k) =
 //! ρ·X(k−1) + √(1−ρ²)·σ·N(0,1), ρ = exp(−Δd/d_corr). The packet error rate rises steeply
-//! below the receiver sensitivity (a logistic curve 1 dB wide, 50 % at sensitivity − 2 dB), the
-//! link disappears below a cut-off, and the rate follows a table of RSS thresholds (802.11p's
-//! modulation schemes, 3–27 Mbit/s).
+//! around the receiver sensitivity (a logistic curve of 0.5 dB scale: 2 % at 1 dB above the
+//! sensitivity, 12 % at the sensitivity, 98 % at 3 dB below it), the link disappears below a
+//! cut-off (sensitivity − 3 dB by default), and the rate follows a table of RSS thresholds
+//! (802.11p's modulation schemes, 3–27 Mbit/s).
 
 use std::time::Duration;
 
@@ -40,7 +41,7 @@ impl Default for RadioSpec {
             decorrelation_m: 20.0,
             beacon: Duration::from_millis(100),
             sensitivity_dbm: -85.0,
-            cutoff_dbm: -92.0,
+            cutoff_dbm: -88.0,
             rates: vec![
                 (-65.0, 27e6),
                 (-68.0, 24e6),
@@ -49,7 +50,7 @@ impl Default for RadioSpec {
                 (-80.0, 9e6),
                 (-82.0, 6e6),
                 (-85.0, 4.5e6),
-                (-92.0, 3e6),
+                (-88.0, 3e6),
             ],
         }
     }
@@ -63,7 +64,7 @@ impl RadioSpec {
 
     /// Packet error rate at `rss`.
     pub fn per(&self, rss: f64) -> f64 {
-        1.0 / (1.0 + ((rss - (self.sensitivity_dbm - 2.0)) / 1.0).exp())
+        1.0 / (1.0 + ((rss - (self.sensitivity_dbm - 1.0)) / 0.5).exp())
     }
 
     /// PHY rate at `rss` (0 below the cut-off).
@@ -150,11 +151,13 @@ mod tests {
         // 23 − 47.9 − 27·log10(100) = −78.9 dBm
         assert!((r.mean_rss(100.0) + 78.9).abs() < 1e-9);
         assert!(r.per(-70.0) < 1e-4);
-        assert!((r.per(-87.0) - 0.5).abs() < 1e-9);
-        assert!(r.per(-90.0) > 0.95);
+        assert!((r.per(-86.0) - 0.5).abs() < 1e-9);
+        assert!(r.per(-84.0) < 0.02);
+        assert!((r.per(-85.0) - 0.119).abs() < 0.001);
+        assert!(r.per(-88.0) > 0.98);
         assert_eq!(r.rate(-60.0), 27e6);
         assert_eq!(r.rate(-81.0), 6e6);
-        assert_eq!(r.rate(-95.0), 0.0);
+        assert_eq!(r.rate(-90.0), 0.0);
     }
 
     #[test]

@@ -6,10 +6,11 @@
 //! { "scenario", "file", "description", "seed", "repetitions", "duration_s",
 //!   "paper": { "source", "note", "values": { variant: { metric: number } } } | null,
 //!   "variants": [ { "name", "settings": { key: value },
-//!                   "metrics": { metric: { "median", "q1", "q3", "min", "max", "n" } },
+//!                   "metrics": { metric: { "median", "q1", "q3", "min", "max", "mean", "n" } },
 //!                   "runs": [ { "seed", "events", "metrics": { metric: [values] } } ] } ] }
 //! ```
-//! Metric keys are those of [`crate::metrics::METRICS`] plus `link.<name>.throughput_mbps`.
+//! Metric keys are those of [`crate::metrics::METRICS`] plus `link.<name>.throughput_mbps` and
+//! `link.<name>.mb`.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -54,9 +55,13 @@ fn fmt_num(x: f64) -> String {
     }
 }
 
-fn cell(s: Option<&Summary>) -> String {
+fn cell(key: &str, s: Option<&Summary>) -> String {
+    let mean = METRICS
+        .iter()
+        .any(|m| m.key == key && m.shown == crate::metrics::Shown::Mean);
     match s {
         None => "-".into(),
+        Some(s) if mean => format!("{} (n={})", fmt_num(s.mean), s.n),
         Some(s) if s.n == 1 => fmt_num(s.median),
         Some(s) => format!(
             "{} [{}–{}]",
@@ -76,7 +81,7 @@ pub fn table(r: &PlanResult) -> String {
     rows.push(header);
     for v in &r.variants {
         let mut row = vec![v.name.clone()];
-        row.extend(cols.iter().map(|c| cell(v.summary.get(c))));
+        row.extend(cols.iter().map(|c| cell(c, v.summary.get(c))));
         rows.push(row);
     }
     let widths: Vec<usize> = (0..rows[0].len())
@@ -110,7 +115,7 @@ pub fn table(r: &PlanResult) -> String {
     }
     let _ = writeln!(
         out,
-        "median [q1–q3] over {} run(s) per variant (seeds {}..{}), event metrics pooled over loss events; {:.0} s simulated per run, {:.1} s wall",
+        "median [q1–q3] (percentages: mean over events) over {} run(s) per variant (seeds {}..{}), event metrics pooled over loss events; {:.0} s simulated per run, {:.1} s wall",
         r.repetitions,
         r.seed,
         r.seed + u64::from(r.repetitions) - 1,
@@ -138,7 +143,8 @@ pub fn table(r: &PlanResult) -> String {
 
 fn summary_json(s: &Summary) -> Value {
     json!({
-        "median": s.median, "q1": s.q1, "q3": s.q3, "min": s.min, "max": s.max, "n": s.n,
+        "median": s.median, "q1": s.q1, "q3": s.q3, "min": s.min, "max": s.max, "mean": s.mean,
+        "n": s.n,
     })
 }
 

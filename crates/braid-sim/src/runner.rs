@@ -12,6 +12,7 @@ use crate::world::{self, RunRecord};
 /// Summary of one metric across runs (event values pooled).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {
+    pub mean: f64,
     pub median: f64,
     pub q1: f64,
     pub q3: f64,
@@ -28,6 +29,7 @@ impl Summary {
         }
         v.sort_by(f64::total_cmp);
         Some(Summary {
+            mean: v.iter().sum::<f64>() / v.len() as f64,
             median: metrics::quantile(&v, 0.5),
             q1: metrics::quantile(&v, 0.25),
             q3: metrics::quantile(&v, 0.75),

@@ -127,6 +127,9 @@ pub struct LinkSpec {
     pub delay: Dur,
     #[serde(default)]
     pub jitter: Dur,
+    /// Time constant of the jitter (0: independent per packet).
+    #[serde(default)]
+    pub jitter_period: Dur,
     #[serde(default)]
     pub reorder: bool,
     /// Drop-tail queue in packets (default 100) ...
@@ -835,6 +838,7 @@ fn check(
             capacity,
             delay: l.delay.0,
             jitter: l.jitter.0,
+            jitter_period: l.jitter_period.0,
             reorder: l.reorder,
             queue,
             loss: l.loss,
@@ -947,10 +951,9 @@ fn check(
     }
     timeline.sort_by_key(|(t, l, _)| (*t, *l));
     for m in &s.metrics.show {
-        let per_link = s
-            .links
-            .iter()
-            .any(|l| *m == crate::metrics::link_key(&l.name));
+        let per_link = s.links.iter().any(|l| {
+            *m == crate::metrics::link_key(&l.name) || *m == crate::metrics::link_mb_key(&l.name)
+        });
         if !per_link && !crate::metrics::METRICS.iter().any(|d| d.key == m) {
             let mut all: Vec<String> = crate::metrics::METRICS
                 .iter()

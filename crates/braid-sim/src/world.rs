@@ -220,7 +220,17 @@ struct Link {
     since: Duration,
     /// Incremented at every loss, to cancel stale address removals.
     loss_epoch: u32,
+    /// Consecutive beacons below (above) the cut-off, and when the current run below began
+    /// with the stream position then.
+    below: u32,
+    above_run: u32,
+    below_since: Option<(Instant, u64)>,
 }
+
+/// Beacons below (above) the cut-off before the link counts as out of (back in) coverage: 1 s
+/// at 10 Hz, a beacon-loss timeout.
+const LOSS_BEACONS: u32 = 10;
+const BACK_BEACONS: u32 = 10;
 
 struct Host {
     conn: Connection,
@@ -327,6 +337,9 @@ impl<'a> World<'a> {
                 above: false,
                 since: Duration::ZERO,
                 loss_epoch: 0,
+                below: 0,
+                above_run: 0,
+                below_since: None,
             })
             .collect();
         let hosts = [
@@ -646,6 +659,13 @@ impl<'a> World<'a> {
     /// transport learns it after its detection delay (scripted losses, seed 002), or the network
     /// manager removes it after that delay (radio coverage, `address = "lose"`).
     fn link_lost(&mut self, l: usize, addr: bool) {
+        let sent = self.hosts[self.app.sender].conn.stream_sent();
+        self.link_lost_at(l, addr, self.now, sent);
+    }
+
+    /// As [`World::link_lost`], the loss dated `at` with the sender's stream position `sent`
+    /// then (a radio notices a lost link some beacons after the signal went).
+    fn link_lost_at(&mut self, l: usize, addr: bool, at: Instant, sent: u64) {
         if !self.links[l].covered {
             return;
         }
@@ -655,9 +675,8 @@ impl<'a> World<'a> {
         for d in &mut self.links[l].dirs {
             d.set_up(now, false);
         }
-        let sent = self.hosts[self.app.sender].conn.stream_sent();
         self.rec.loss_events.push(LossEvent {
-            t: now.since_epoch(),
+            t: at.since_epoch(),
             link: l,
             since: self.links[l].since,
             sent_before: sent,
@@ -728,21 +747,58 @@ impl<'a> World<'a> {
             .as_ref()
             .map_or(Duration::from_secs(1), |r| r.spec.beacon);
         if let Some(r) = &self.links[l].radio {
-            let rate = r.spec.rate(rss);
-            let per = r.spec.per(rss);
-            let covered = rss >= r.spec.cutoff_dbm;
+            // Packets follow the instantaneous signal; below the cut-off none gets through.
+            let audible = rss >= r.spec.cutoff_dbm;
+            let rate = r
+                .spec
+                .rate(rss)
+                .max(r.spec.rates.last().map_or(1e6, |x| x.1));
+            let per = if audible { r.spec.per(rss) } else { 1.0 };
             for d in &mut self.links[l].dirs {
                 d.set_rate(rate);
                 d.set_loss(per);
             }
-            if covered && !self.links[l].covered {
+            // Coverage is declared lost after LOSS_BEACONS inaudible beacons (dated from the
+            // first) and back after BACK_BEACONS audible ones.
+            let link = &mut self.links[l];
+            if audible {
+                link.below = 0;
+                link.below_since = None;
+                link.above_run += 1;
+            } else {
+                link.above_run = 0;
+                link.below += 1;
+                if link.below_since.is_none() {
+                    let sent = self.hosts[self.app.sender].conn.stream_sent();
+                    self.links[l].below_since = Some((self.now, sent));
+                }
+            }
+            let link = &self.links[l];
+            let lose = link.covered && link.below >= LOSS_BEACONS;
+            let back = !link.covered && link.above_run >= BACK_BEACONS;
+            if lose {
+                let (at, sent) = link.below_since.unwrap_or((self.now, 0));
+                self.link_lost_at(l, lose_addr, at, sent);
+            } else if back {
                 self.link_back(l, lose_addr);
-            } else if !covered && self.links[l].covered {
-                self.link_lost(l, lose_addr);
+            }
+            // A cross-layer path manager hears the radio: beacons from an access point, or
+            // none. A stock one does not (seed 000: that is the difference).
+            if (lose || back) && self.variant.pm.mode.uses_signal() {
+                self.pm_event(pm::Event::IfaceUpdated {
+                    iface: pm::IfaceId(l as u32),
+                    up: back,
+                });
+            }
+            if !audible {
+                self.schedule(self.now + period, Kind::Beacon { link: l as u8 });
+                self.pump(CLIENT);
+                self.pump(SERVER);
+                return;
             }
         }
-        // The receiver hears beacons only in coverage.
-        if self.links[l].covered {
+        // An audible beacon is a signal sample.
+        {
             // Recovery metric: the link's own smoothing crossing its threshold upwards.
             let alpha = self.variant.scenario.links[l].alpha;
             let link = &mut self.links[l];
@@ -1140,6 +1196,15 @@ impl<'a> World<'a> {
 
     fn finish(mut self) -> RunRecord {
         let s = self.app.sender;
+        if std::env::var_os("BRAID_DEBUG_END").is_some() {
+            for (n, h) in [("client", CLIENT), ("server", SERVER)] {
+                let c = &self.hosts[h].conn;
+                eprintln!("{n}: {} stats {:?}", c.debug_send_state(), c.stats());
+                for p in c.paths() {
+                    eprintln!("  {p:?}");
+                }
+            }
+        }
         self.rec.sender = self.hosts[s].conn.stats().clone();
         self.rec.receiver = self.hosts[1 - s].conn.stats().clone();
         let client_side = s == CLIENT;
