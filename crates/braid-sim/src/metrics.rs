@@ -113,7 +113,7 @@ pub const METRICS: &[MetricDef] = &[
         key: "flips",
         per: Per::Event,
         about: "backup/active changes the path manager made on the lost link in the event window (ping-pong)",
-        shown: Shown::Median,
+        shown: Shown::Mean,
     },
     MetricDef {
         key: "acted_before_break_pct",
@@ -130,7 +130,7 @@ pub const METRICS: &[MetricDef] = &[
     MetricDef {
         key: "recovery_ms",
         per: Per::Event,
-        about: "from the link's smoothed signal rising above its threshold to the first data received over it (seed 000 §V.C)",
+        about: "from the link's smoothed signal rising above its threshold (plus hysteresis) to the first data received over it, or to the signal falling below the threshold again (seed 000 §V.C)",
         shown: Shown::Median,
     },
     MetricDef {
@@ -191,11 +191,9 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
     let total: u64 = r.deliveries.iter().map(|&(_, b)| u64::from(b)).sum();
     out.insert("delivered_mb".into(), vec![total as f64 / 1e6]);
     for rc in r.recoveries.iter().filter(|rc| rc.t >= warm && rc.t < end) {
-        let v = match rc.first_data {
-            Some(f) => f.saturating_sub(rc.t).as_secs_f64() * 1e3,
-            // Not used again before the end of the run: count the whole wait.
-            None => end.saturating_sub(rc.t).as_secs_f64() * 1e3,
-        };
+        // Not used before the signal fell again (or the run ended): the whole chance was missed.
+        let until = rc.first_data.or(rc.lost).unwrap_or(end).min(end);
+        let v = until.saturating_sub(rc.t).as_secs_f64() * 1e3;
         out.entry("recovery_ms".into()).or_default().push(v);
     }
 

@@ -115,7 +115,7 @@ pub fn table(r: &PlanResult) -> String {
     }
     let _ = writeln!(
         out,
-        "median [q1–q3] (percentages: mean over events) over {} run(s) per variant (seeds {}..{}), event metrics pooled over loss events; {:.0} s simulated per run, {:.1} s wall",
+        "median [q1–q3] (n=: mean over n values) over {} run(s) per variant (seeds {}..{}), event metrics pooled over loss events; {:.0} s simulated per run, {:.1} s wall",
         r.repetitions,
         r.seed,
         r.seed + u64::from(r.repetitions) - 1,

@@ -602,11 +602,21 @@ pub fn load_str(
     if !named.is_empty() {
         combos = named;
     }
+    // With several swept keys, a label names its key: `alpha=0.3-hysteresis_db=2`.
+    let several = sweep.len() > 1;
     for (key, values) in &sweep {
         let mut next = Vec::new();
         for (name, sets) in &combos {
             for v in values {
-                let label = value_label(v);
+                let label = if several {
+                    let short = split_key(key)
+                        .ok()
+                        .and_then(|p| p.last().cloned())
+                        .unwrap_or_else(|| key.clone());
+                    format!("{short}={}", value_label(v))
+                } else {
+                    value_label(v)
+                };
                 let n = if name.is_empty() {
                     label
                 } else {

@@ -65,13 +65,15 @@ pub struct LossEvent {
     pub sent_before: u64,
 }
 
-/// A link's smoothed signal rose above its threshold (the path may be used again), and when
-/// data first arrived over the link afterwards.
+/// A link's smoothed signal rose above its threshold plus hysteresis (the path manager may use
+/// it again), when data first arrived over the link afterwards, and when the signal fell
+/// below the threshold again before that (the chance was missed).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Recovery {
     pub t: Duration,
     pub link: usize,
     pub first_data: Option<Duration>,
+    pub lost: Option<Duration>,
 }
 
 /// A decision of the client's path manager.
@@ -578,7 +580,7 @@ impl<'a> World<'a> {
         self.rec
             .recoveries
             .last_mut_for(link)
-            .is_some_and(|r| r.first_data.is_none())
+            .is_some_and(|r| r.first_data.is_none() && r.lost.is_none())
     }
 
     /// Records the data a receiver gets on a link (for plots and the recovery metric).
@@ -607,6 +609,7 @@ impl<'a> World<'a> {
                 .rev()
                 .find(|r| r.link == link)
                 && r.first_data.is_none()
+                && r.lost.is_none()
             {
                 r.first_data = Some(t);
             }
@@ -799,23 +802,33 @@ impl<'a> World<'a> {
         }
         // An audible beacon is a signal sample.
         {
-            // Recovery metric: the link's own smoothing crossing its threshold upwards.
-            let alpha = self.variant.scenario.links[l].alpha;
+            // Recovery metric: the link's own smoothing crossing its threshold (plus the
+            // hysteresis) upwards, until it falls below the threshold again.
+            let spec = &self.variant.scenario.links[l];
+            let (alpha, hysteresis) = (spec.alpha, spec.hysteresis_db);
             let link = &mut self.links[l];
             let s = link
                 .smoothed
                 .map_or(rss, |p| (1.0 - alpha) * p + alpha * rss);
             link.smoothed = Some(s);
             if let Some(th) = self.rec.thresholds[l] {
-                let above = s > th;
-                if above && !link.above {
+                if !link.above && s > th + hysteresis {
+                    link.above = true;
                     self.rec.recoveries.push(Recovery {
                         t,
                         link: l,
                         first_data: None,
+                        lost: None,
                     });
+                } else if link.above && s < th {
+                    link.above = false;
+                    if let Some(r) = self.rec.recoveries.iter_mut().rev().find(|r| r.link == l)
+                        && r.first_data.is_none()
+                        && r.lost.is_none()
+                    {
+                        r.lost = Some(t);
+                    }
                 }
-                link.above = above;
             }
             self.rec
                 .rss
