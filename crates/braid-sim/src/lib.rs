@@ -11,6 +11,7 @@ pub mod bench;
 pub mod link;
 pub mod metrics;
 pub mod mobility;
+pub mod plot;
 pub mod radio;
 pub mod report;
 pub mod runner;

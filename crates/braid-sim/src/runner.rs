@@ -72,12 +72,27 @@ pub struct PlanResult {
     pub wall: Duration,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Options {
     /// Worker threads.
     pub jobs: usize,
-    /// Keep each run's record (for `--out`).
-    pub keep_records: bool,
+    /// Which runs keep their record.
+    pub records: Records,
+}
+
+/// Which runs keep their [`RunRecord`] in the result.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Records {
+    /// None: metrics only.
+    #[default]
+    None,
+    /// The first repetition of every variant, with every received data sequence number
+    /// (for `--report`).
+    FirstTraced,
+    /// Every run (for `--out`).
+    All,
+    /// Every run, and the first repetition of every variant traced (`--out` with `--report`).
+    AllFirstTraced,
 }
 
 /// Progress of one finished run, for display.
@@ -111,14 +126,22 @@ pub fn run(plan: &Plan, opts: &Options, progress: &(dyn Fn(Progress<'_>) + Sync)
                     let variant = &plan.variants[v];
                     let seed = variant.scenario.seed.wrapping_add(r);
                     let t0 = std::time::Instant::now();
-                    let record = world::run(variant, seed);
+                    let traced = r == 0
+                        && matches!(opts.records, Records::FirstTraced | Records::AllFirstTraced);
+                    let record =
+                        world::run_with(variant, seed, world::RunOptions { trace_dsn: traced });
+                    let keep = match opts.records {
+                        Records::None => false,
+                        Records::FirstTraced => r == 0,
+                        Records::All | Records::AllFirstTraced => true,
+                    };
                     let wall = t0.elapsed();
                     let m = metrics::compute(&record, &variant.scenario.metrics);
                     let events = record.events;
                     let result = RunResult {
                         seed,
                         metrics: m,
-                        record: opts.keep_records.then_some(record),
+                        record: keep.then_some(record),
                         events,
                         wall,
                     };

@@ -42,7 +42,7 @@ fn run(jobs: usize) -> String {
         &plan,
         &runner::Options {
             jobs,
-            keep_records: false,
+            records: runner::Records::None,
         },
         &|_| {},
     );
@@ -71,10 +71,46 @@ fn different_seeds_differ() {
         &plan,
         &runner::Options {
             jobs: 2,
-            keep_records: false,
+            records: runner::Records::None,
         },
         &|_| {},
     );
     let other = serde_json::to_string(&report::json(&r)).unwrap();
     assert_ne!(run(2), other);
+}
+
+/// Radio, shadowing, mobility, correlated jitter and the path managers (HMM included) are
+/// deterministic too.
+#[test]
+fn mobility_scenarios_are_deterministic() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    for (file, set) in [
+        ("e7-v2i-aggregation.toml", vec!["repetitions=2".to_string()]),
+        (
+            "e6-drive-by.toml",
+            vec![
+                "repetitions=2".into(),
+                "duration=\"300s\"".into(),
+                "sweep.\"connection.reinjection\"=[\"rej1\"]".into(),
+            ],
+        ),
+    ] {
+        let plan = scenario::load(&dir.join(file), &set).unwrap();
+        let json = |jobs| {
+            let r = runner::run(
+                &plan,
+                &runner::Options {
+                    jobs,
+                    records: runner::Records::None,
+                },
+                &|_| {},
+            );
+            let mut j = report::json(&r);
+            j.as_object_mut().unwrap().remove("wall_s");
+            serde_json::to_string(&j).unwrap()
+        };
+        let a = json(1);
+        assert_eq!(a, json(2), "{file}");
+        assert!(a.contains("\"acted_before_break_pct\""), "{file}");
+    }
 }

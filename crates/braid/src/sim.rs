@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use braid_sim::{bench, report, runner, scenario};
+use braid_sim::{bench, plot, report, runner, scenario};
 use clap::Args;
 
 #[derive(Debug, Args)]
@@ -22,6 +22,9 @@ pub struct SimArgs {
     /// Write per-run CSV time series and summary.json to this directory.
     #[arg(long, value_name = "DIR", env = "BRAID_SIM_OUT")]
     out: Option<PathBuf>,
+    /// Write SVG figures and an index.html of the results to this directory.
+    #[arg(long, value_name = "DIR", env = "BRAID_SIM_REPORT")]
+    report: Option<PathBuf>,
     /// Parallel runs (default: available cores).
     #[arg(long, value_name = "N", env = "BRAID_SIM_JOBS")]
     jobs: Option<usize>,
@@ -98,7 +101,12 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
         &plan,
         &runner::Options {
             jobs,
-            keep_records: a.out.is_some(),
+            records: match (a.out.is_some(), a.report.is_some()) {
+                (false, false) => runner::Records::None,
+                (false, true) => runner::Records::FirstTraced,
+                (true, false) => runner::Records::All,
+                (true, true) => runner::Records::AllFirstTraced,
+            },
         },
         &progress,
     );
@@ -107,6 +115,17 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot write results to {}", dir.display()))?;
         if !quiet {
             eprintln!("braid sim: per-run CSV in {}", dir.display());
+        }
+    }
+    if let Some(dir) = &a.report {
+        let figs = plot::write_report(&result, dir)
+            .with_context(|| format!("cannot write the report to {}", dir.display()))?;
+        if !quiet {
+            eprintln!(
+                "braid sim: {} figure(s), open {}",
+                figs.len(),
+                dir.join("index.html").display()
+            );
         }
     }
     let mut out = std::io::stdout().lock();

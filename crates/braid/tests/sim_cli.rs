@@ -156,3 +156,65 @@ fn bench_reports_speed_as_a_multiple_of_real_time() {
     assert!(s.contains("x real time"), "{s}");
     assert!(s.contains("events/s"), "{s}");
 }
+
+/// Every figure index.html shows exists and is a well-formed, non-empty SVG drawing.
+#[test]
+fn report_figures_exist_and_are_valid_svg() {
+    let dir = std::env::temp_dir().join(format!("braid-report-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = braid()
+        .arg("sim")
+        .arg(scenario("e7-v2i-aggregation.toml"))
+        .args(["--quiet", "--reps", "2", "--report"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    let figs: Vec<&str> = html
+        .split("<img src=\"")
+        .skip(1)
+        .map(|s| &s[..s.find('"').unwrap()])
+        .collect();
+    // Per variant (stock, cross, cross-hmm): sequence numbers, delay, throughput, signal;
+    // then a box plot per shown metric and the bytes per interface.
+    for v in ["stock", "cross", "cross-hmm"] {
+        for kind in ["dsn", "delay", "throughput", "rss"] {
+            assert!(
+                figs.iter()
+                    .any(|f| f.ends_with(&format!("-{v}-{kind}.svg"))),
+                "no {kind} figure for {v} in {figs:?}"
+            );
+        }
+    }
+    assert!(figs.contains(&"bytes-per-interface.svg"), "{figs:?}");
+    assert!(figs.iter().any(|f| f.starts_with("box-")), "{figs:?}");
+    for f in &figs {
+        let text = std::fs::read_to_string(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let doc = roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let root = doc.root_element();
+        assert_eq!(root.tag_name().name(), "svg", "{f}");
+        let shapes = root
+            .descendants()
+            .filter(|n| {
+                matches!(
+                    n.tag_name().name(),
+                    "circle" | "polyline" | "path" | "rect" | "line" | "polygon"
+                )
+            })
+            .count();
+        let labels = root
+            .descendants()
+            .filter(|n| n.tag_name().name() == "text")
+            .count();
+        assert!(
+            shapes > 10 && labels > 5,
+            "{f}: {shapes} shapes, {labels} labels"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
