@@ -1,13 +1,14 @@
-//! The shapes of the seed papers' results (SPEC E1–E5), on the shipped scenarios shortened to
+//! The shapes of the seed papers' results (SPEC E1–E10), on the shipped scenarios shortened to
 //! fewer loss cycles and repetitions. The full runs and their figures are in the README.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use braid_sim::runner::Summary;
 use braid_sim::{runner, scenario};
 
-/// variant → metric → median.
-fn run(file: &str, overrides: &[&str]) -> BTreeMap<String, BTreeMap<String, f64>> {
+/// variant → metric → summary over the runs (event values pooled).
+fn run_full(file: &str, overrides: &[&str]) -> BTreeMap<String, BTreeMap<String, Summary>> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../scenarios")
         .join(file);
@@ -17,21 +18,21 @@ fn run(file: &str, overrides: &[&str]) -> BTreeMap<String, BTreeMap<String, f64>
         &plan,
         &runner::Options {
             jobs: 2,
-            keep_records: false,
+            records: runner::Records::None,
         },
         &|_| {},
     );
     r.variants
         .iter()
-        .map(|v| {
-            (
-                v.name.clone(),
-                v.summary
-                    .iter()
-                    .map(|(k, s)| (k.clone(), s.median))
-                    .collect(),
-            )
-        })
+        .map(|v| (v.name.clone(), v.summary.clone()))
+        .collect()
+}
+
+/// variant → metric → median.
+fn run(file: &str, overrides: &[&str]) -> BTreeMap<String, BTreeMap<String, f64>> {
+    run_full(file, overrides)
+        .into_iter()
+        .map(|(v, m)| (v, m.into_iter().map(|(k, s)| (k, s.median)).collect()))
         .collect()
 }
 
@@ -121,5 +122,93 @@ fn e6_reinjection_queue_never_blocks_the_stream() {
     assert!(
         worst < 1000.0,
         "largest gap around a loss event: {worst} ms"
+    );
+}
+
+#[test]
+fn e6_reinjection_delay_increase_is_ordered_k1_k2_k4_stock() {
+    // Four laps of the loop instead of ten.
+    let r = run("e6-drive-by.toml", &["repetitions=2", "duration=\"970s\""]);
+    let d = |v: &str| r[v]["delay_increase_ms"];
+    assert!(
+        d("rej1") < d("rej2") && d("rej2") < d("rej4") && d("rej4") < d("stock"),
+        "{r:?}"
+    );
+    assert!(d("rej1") <= 0.4 * d("stock"), "{r:?}");
+}
+
+#[test]
+fn e7_cross_layer_keeps_the_handover_delay_low() {
+    let r = run_full("e7-v2i-aggregation.toml", &[]);
+    let p99 = |v: &str| r[v]["delay_p99_event_ms"].median;
+    assert!(p99("cross") <= 100.0, "{r:?}");
+    assert!(p99("stock") >= 5.0 * p99("cross"), "{r:?}");
+    let ofo = |v: &str| r[v]["ofo_peak_kb"].median;
+    assert!(ofo("cross") < ofo("stock"), "{r:?}");
+    // The stock path manager never acts before the break; the cross-layer ones always do on
+    // this fading link, the HMM in ≥ 90 % of the handovers.
+    let acted = |v: &str| r[v]["acted_before_break_pct"].mean;
+    assert_eq!(acted("stock"), 0.0, "{r:?}");
+    assert!(acted("cross") >= 90.0, "{r:?}");
+    assert!(acted("cross-hmm") >= 90.0, "{r:?}");
+}
+
+#[test]
+fn e8_cross_layer_hands_over_before_the_link_breaks() {
+    let r = run("e8-v2i-backup.toml", &[]);
+    let gap = |v: &str| r[v]["max_gap_ms"];
+    assert!(gap("cross") <= 100.0, "{r:?}");
+    assert!(gap("stock") >= 2.0 * gap("cross"), "{r:?}");
+}
+
+#[test]
+fn e9_cross_layer_uses_the_recovered_path_within_a_sample_and_two_rtts() {
+    let r = run("e9-v2i-recovery.toml", &[]);
+    let rec = |v: &str| r[v]["recovery_ms"];
+    // One beacon period (100 ms) + 2 RTT of the 802.11p path (2 × 16 ms).
+    assert!(rec("cross") <= 132.0, "{r:?}");
+    assert!(rec("stock") >= 3.0 * rec("cross"), "{r:?}");
+}
+
+#[test]
+fn e10_cross_layer_moves_more_bytes_on_the_grid() {
+    let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/cellular");
+    if !traces.is_dir() {
+        eprintln!(
+            "skipped: E10 runs on a real cellular trace and {} is absent",
+            traces.display()
+        );
+        return;
+    }
+    let r = run("e10-grid.toml", &["repetitions=1", "duration=\"600s\""]);
+    let mb = |v: &str, k: &str| r[v][k];
+    assert!(
+        mb("cross", "delivered_mb") > mb("stock", "delivered_mb"),
+        "{r:?}"
+    );
+    assert!(
+        mb("cross", "link.its.mb") > mb("stock", "link.its.mb"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn smoothing_trades_flips_for_a_later_reaction() {
+    let r = run_full(
+        "pingpong.toml",
+        &[
+            "sweep.\"link.1.alpha\"=[1.0, 0.1]",
+            "sweep.\"link.1.hysteresis_db\"=[0.0]",
+        ],
+    );
+    let fast = &r["alpha=1.0-hysteresis_db=0.0"];
+    let slow = &r["alpha=0.1-hysteresis_db=0.0"];
+    assert!(
+        fast["flips"].mean >= 2.0 * slow["flips"].mean,
+        "{fast:?} {slow:?}"
+    );
+    assert!(
+        slow["max_gap_ms"].median > fast["max_gap_ms"].median,
+        "{fast:?} {slow:?}"
     );
 }
