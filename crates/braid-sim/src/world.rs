@@ -286,7 +286,8 @@ pub struct World<'a> {
     chunk: Vec<u8>,
     sample_every: Duration,
     events: u64,
-    deliveries: u64,
+    /// Packets delivered from link FIFOs (without a heap entry of their own).
+    head_deliveries: u64,
     head_events: u64,
 }
 
@@ -416,7 +417,7 @@ impl<'a> World<'a> {
             chunk: vec![0; 1 << 16],
             sample_every: s.metrics.sample.0.max(Duration::from_millis(1)),
             events: 0,
-            deliveries: 0,
+            head_deliveries: 0,
             head_events: 0,
         }
     }
@@ -495,10 +496,7 @@ impl<'a> World<'a> {
                     link,
                     epoch,
                     packet,
-                } => {
-                    self.deliveries += 1;
-                    self.deliver(host as usize, link as usize, epoch, packet)
-                }
+                } => self.deliver(host as usize, link as usize, epoch, packet),
                 Kind::LinkHead { link, dir } => {
                     self.head_events += 1;
                     self.link_head(link as usize, dir as usize)
@@ -554,7 +552,7 @@ impl<'a> World<'a> {
                 return;
             }
             self.links[link].wire[dir].pop_front();
-            self.deliveries += 1;
+            self.head_deliveries += 1;
             self.deliver(host, link, epoch, packet);
         }
     }
@@ -1236,7 +1234,7 @@ impl<'a> World<'a> {
             .collect();
         self.rec.link_bytes = self.link_rx();
         // Each packet delivery counts as one event, whether it had a queue entry of its own.
-        self.rec.events = self.events - self.head_events;
+        self.rec.events = self.events - self.head_events + self.head_deliveries;
         self.rec
     }
 }

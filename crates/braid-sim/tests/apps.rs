@@ -82,3 +82,23 @@ start = "0.5s"
     // The trace's mean capacity is 16.7 Mbit/s (1504 B per opportunity), headers included.
     assert!(tp > 11.0 && tp < 17.0, "throughput {tp} Mbit/s");
 }
+
+/// The engine's event count (the simulation-speed figure) counts every packet delivery, also
+/// those served from a link's FIFO without an event-queue entry of their own.
+#[test]
+fn every_packet_delivery_is_an_event() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let plan = scenario::load_str(TWO_LINKS, "apps.toml", &dir, &[]).unwrap();
+    let rec = world::run(&plan.variants[0], 1);
+    let arrived: u64 = rec
+        .link_stats
+        .iter()
+        .map(|(down, up)| down.sent + up.sent - down.lost_in_flight - up.lost_in_flight)
+        .sum();
+    assert!(arrived > 10_000, "{arrived}");
+    assert!(
+        rec.events >= arrived,
+        "{} events, {arrived} packets",
+        rec.events
+    );
+}
