@@ -1,0 +1,1 @@
+//! Linux kernel MPTCP over netlink.
