@@ -273,6 +273,8 @@ pub struct World<'a> {
     links: Vec<Link>,
     pm: pm::Manager,
     pm_timer: Option<Instant>,
+    /// The path manager saw an event or a timeout since its timer was last read.
+    pm_dirty: bool,
     mobility: Option<Mobility>,
     /// Datagrams in flight, by slot.
     packets: Vec<Vec<u8>>,
@@ -407,6 +409,7 @@ impl<'a> World<'a> {
             links,
             pm: pm::Manager::new(variant.pm.clone()).expect("checked when the scenario loaded"),
             pm_timer: None,
+            pm_dirty: true,
             mobility,
             packets: Vec::new(),
             free: Vec::new(),
@@ -518,6 +521,7 @@ impl<'a> World<'a> {
                     }
                     if self.pm.poll_timeout().is_some_and(|t| t <= self.now) {
                         self.pm.handle_timeout(self.now);
+                        self.pm_dirty = true;
                     }
                     self.pump(CLIENT);
                 }
@@ -866,6 +870,7 @@ impl<'a> World<'a> {
 
     fn pm_event(&mut self, e: pm::Event) {
         self.pm.handle_event(self.now, &e);
+        self.pm_dirty = true;
     }
 
     /// Feeds the client connection's events to the path manager and executes its commands.
@@ -887,6 +892,11 @@ impl<'a> World<'a> {
                 break;
             }
             any = true;
+        }
+        // The path manager's deadline only moves when it handles something.
+        let dirty = std::mem::take(&mut self.pm_dirty);
+        if !(any || dirty) {
+            return false;
         }
         if let Some(t) = self.pm.poll_timeout()
             && self.pm_timer.is_none_or(|cur| t < cur)
