@@ -654,6 +654,12 @@ impl PathManager for Manager {
                 if let Some(c) = self.conns.get_mut(conn) {
                     c.remotes.retain(|e| e.id != remote.id);
                     c.remotes.push(*remote);
+                    // A new remote address may be the one an interface was waiting for
+                    // (same-subnet pairing).
+                    let ifaces: Vec<IfaceId> = self.ifaces.keys().copied().collect();
+                    for i in ifaces {
+                        self.apply(*conn, i, Reason::Stock);
+                    }
                 }
             }
             Event::AddrRemoved { conn, id } => {
