@@ -9,5 +9,6 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod daemon;
 pub mod frame;
 pub mod secure;

@@ -1,0 +1,777 @@
+//! `braid tunnel client`: one connection to the gateway over every configured link, driven by
+//! the path manager (braid-pm) as the simulator drives it, with link state and signal samples
+//! as its inputs.
+//!
+//! Lifecycle: the secure layer's handshake comes first; when a session is established and
+//! there is no connection, a new one starts (a fresh random connection id, the first path on
+//! the first link that is up; the path manager opens the others). When the session expires
+//! (the gateway stopped answering: restarted, or every link is down), the connection is
+//! dropped with it, and the next session starts a new one. Re-keying keeps the connection.
+
+use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use braid_core::{AddrId, Config, Event, PathId, Side};
+use braid_io::signal::{SignalStats, spawn_socket};
+use braid_pm::{self as pm, PathManager};
+use rand::RngExt;
+use serde_json::{Value, json};
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use super::config::{ClientConfig, batch};
+use super::status::{self, Shared};
+use super::tun::Tun;
+use super::tunnel::{self, Tunnel};
+use super::{Clock, DaemonError, STATUS_EVERY, udp};
+use crate::frame::PtoSConfig;
+use crate::secure::{Event as SecEvent, Initiator, InitiatorConfig, Keypair, Outcome};
+
+/// Datagrams handled per wake-up before transmits are polled.
+const RX_BUDGET: usize = 512;
+
+/// Runs the client until SIGINT or SIGTERM.
+pub async fn run_client(cfg: ClientConfig) -> Result<(), DaemonError> {
+    run_client_until(cfg, super::shutdown_signal()).await
+}
+
+/// Runs the client until `stop` resolves (tests, embedding).
+pub async fn run_client_until(
+    cfg: ClientConfig,
+    stop: impl Future<Output = ()>,
+) -> Result<(), DaemonError> {
+    let mut c = Client::new(cfg)?;
+    let shared: Shared = Arc::new(Mutex::new(Value::Null));
+    c.publish(&shared);
+    let tasks = status::serve_ops(&c.cfg.ops, &shared).await?;
+    let (sig_tx, mut sig_rx) = mpsc::channel(1024);
+    let sig_task = match &c.cfg.pm.signal {
+        Some(path) => Some(
+            spawn_socket(path, sig_tx, c.signal.clone()).map_err(|e| DaemonError(e.to_string()))?,
+        ),
+        None => None,
+    };
+    info!(
+        links = ?c.links.iter().map(|l| l.name.as_str()).collect::<Vec<_>>(),
+        tun = %c.cfg.tun.name,
+        "client running"
+    );
+    let r = c.run(stop, &shared, &mut sig_rx).await;
+    for t in tasks.into_iter().chain(sig_task) {
+        t.abort();
+    }
+    if let Some(p) = &c.cfg.ops.control {
+        let _ = std::fs::remove_file(p);
+    }
+    info!("client stopped");
+    r
+}
+
+#[derive(Debug, Default)]
+struct Drops {
+    stale_connection: u64,
+    short: u64,
+    no_connection: u64,
+    ptos_refused: u64,
+    stop_invalid: u64,
+    no_session: u64,
+    send_errors: u64,
+}
+
+struct Link {
+    name: String,
+    gateway: SocketAddr,
+    source: Option<IpAddr>,
+    backup: bool,
+    up: bool,
+}
+
+struct Client {
+    cfg: ClientConfig,
+    clock: Clock,
+    links: Vec<Link>,
+    /// One socket per link, in the same order.
+    socks: Vec<UdpSocket>,
+    /// The link of the connection's first path.
+    first_link: usize,
+    tun: Tun,
+    sec: Initiator,
+    tunnel: Option<Tunnel>,
+    pm: pm::Manager,
+    conn_no: u64,
+    core: Arc<Config>,
+    ptos: PtoSConfig,
+    rng: rand::rngs::ThreadRng,
+    signal: Arc<SignalStats>,
+    drops: Drops,
+    connections: u64,
+    rx: Vec<u8>,
+    dg: Vec<u8>,
+    plain: Vec<u8>,
+    sealed: Vec<u8>,
+    rotate: usize,
+}
+
+impl Client {
+    fn new(cfg: ClientConfig) -> Result<Client, DaemonError> {
+        let keypair = Keypair::from_private(cfg.private_key()?);
+        let icfg = InitiatorConfig {
+            keepalive: Duration::from_millis(cfg.keepalive_ms.max(1)),
+            rx_timeout: Duration::from_millis(cfg.dead_after_ms.max(1)),
+            handshake_retry_max: Duration::from_secs(5),
+            ..InitiatorConfig::default()
+        };
+        let sec = Initiator::new(keypair, cfg.gateway_key()?, icfg)
+            .map_err(|e| DaemonError(format!("client: {e}")))?;
+        let mut links = Vec::new();
+        let mut socks = Vec::new();
+        for (i, l) in cfg.links.iter().enumerate() {
+            let gateway = cfg.link_gateway(i);
+            let sock = udp::link_socket(&l.name, l.source, gateway)
+                .map_err(|e| DaemonError(format!("link[{i}] ({}): {e}", l.name)))?;
+            socks.push(sock);
+            links.push(Link {
+                name: l.name.clone(),
+                gateway,
+                source: l.source,
+                backup: l.backup,
+                up: operstate_up(&l.name),
+            });
+        }
+        let outer = if links.iter().any(|l| l.gateway.is_ipv6()) {
+            1452
+        } else {
+            1472
+        };
+        let core = Arc::new(cfg.core_config(outer)?);
+        let ptos = batch(&cfg.batch, core.max_datagram_size - 40, cfg.tun.mtu)?;
+        let pm = pm::Manager::new(cfg.pm_config()?).map_err(DaemonError)?;
+        let tun = Tun::create(&cfg.tun).map_err(|e| DaemonError(e.to_string()))?;
+        let mut c = Client {
+            clock: Clock::start(),
+            links,
+            socks,
+            first_link: 0,
+            tun,
+            sec,
+            tunnel: None,
+            pm,
+            conn_no: 0,
+            core,
+            ptos,
+            rng: rand::rng(),
+            signal: Arc::new(SignalStats::default()),
+            drops: Drops::default(),
+            connections: 0,
+            rx: vec![0; 65_536],
+            dg: Vec::with_capacity(2048),
+            plain: Vec::with_capacity(2048),
+            sealed: Vec::with_capacity(2048),
+            rotate: 0,
+            cfg,
+        };
+        let now = c.clock.now();
+        for i in 0..c.links.len() {
+            let up = c.links[i].up;
+            c.pm.handle_event(
+                now,
+                &pm::Event::IfaceNew {
+                    iface: pm::IfaceId(i as u32),
+                    name: c.links[i].name.clone(),
+                    up,
+                },
+            );
+            if up {
+                c.pm.handle_event(now, &c.addr_new(i));
+            }
+        }
+        Ok(c)
+    }
+
+    async fn run(
+        &mut self,
+        stop: impl Future<Output = ()>,
+        shared: &Shared,
+        signal: &mut mpsc::Receiver<braid_pm::signal::Sample>,
+    ) -> Result<(), DaemonError> {
+        tokio::pin!(stop);
+        let mut status_tick = tokio::time::interval(STATUS_EVERY);
+        let mut watch =
+            tokio::time::interval(Duration::from_millis(self.cfg.pm.watch_interval_ms.max(1)));
+        watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut probe = tokio::time::interval(Duration::from_millis(self.cfg.keepalive_ms.max(1)));
+        probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let now = self.clock.now();
+        let init = self.sec.start(now, &mut self.rng);
+        self.send_secure(&init).await;
+        loop {
+            let deadline = self.deadline();
+            let sleep = tokio::time::sleep_until(self.clock.tokio(deadline));
+            enum Wake {
+                Stop,
+                Tun(std::io::Result<()>),
+                Udp(usize),
+                Timer,
+                Status,
+                Watch,
+                Signal(braid_pm::signal::Sample),
+                Probe,
+            }
+            let wake = tokio::select! {
+                biased;
+                () = &mut stop => Wake::Stop,
+                i = udp::readable(&self.socks, self.rotate) => Wake::Udp(i),
+                r = self.tun.recv() => Wake::Tun(r),
+                () = sleep => Wake::Timer,
+                Some(s) = signal.recv() => Wake::Signal(s),
+                _ = watch.tick(), if self.cfg.pm.watch_links => Wake::Watch,
+                _ = status_tick.tick() => Wake::Status,
+                _ = probe.tick() => Wake::Probe,
+            };
+            let now = self.clock.now();
+            match wake {
+                Wake::Stop => return Ok(()),
+                Wake::Probe => self.probe(now).await,
+                Wake::Tun(Ok(())) => {
+                    self.on_tun(now);
+                    for _ in 0..64 {
+                        match self.tun.try_recv() {
+                            Ok(true) => self.on_tun(now),
+                            _ => break,
+                        }
+                    }
+                }
+                Wake::Tun(Err(e)) => return Err(DaemonError(format!("TUN read: {e}"))),
+                Wake::Udp(i) => {
+                    self.rotate = i + 1;
+                    self.on_udp(now).await;
+                }
+                Wake::Timer => self.on_timer(now),
+                Wake::Status => self.publish(shared),
+                Wake::Watch => self.watch_links(now),
+                Wake::Signal(s) => self.on_signal(now, s),
+            }
+            self.flush(now).await;
+        }
+    }
+
+    fn deadline(&self) -> braid_core::Instant {
+        [
+            self.tunnel.as_ref().and_then(|t| t.poll_timeout()),
+            self.sec.poll_timeout(),
+            self.pm.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(self.clock.now() + Duration::from_secs(1))
+    }
+
+    fn on_timer(&mut self, now: braid_core::Instant) {
+        if self.sec.poll_timeout().is_some_and(|t| t <= now) {
+            self.sec.handle_timeout(now, &mut self.rng);
+        }
+        if let Some(t) = &mut self.tunnel
+            && t.poll_timeout().is_some_and(|d| d <= now)
+        {
+            t.handle_timeout(now);
+        }
+        if self.pm.poll_timeout().is_some_and(|t| t <= now) {
+            self.pm.handle_timeout(now);
+        }
+    }
+
+    fn on_tun(&mut self, now: braid_core::Instant) {
+        let Client {
+            tun, tunnel, drops, ..
+        } = self;
+        for packet in tun.packets() {
+            match tunnel {
+                Some(t) => {
+                    if t.push(now, packet).is_err() {
+                        drops.ptos_refused += 1;
+                    }
+                }
+                None => drops.no_connection += 1,
+            }
+        }
+    }
+
+    async fn on_udp(&mut self, now: braid_core::Instant) {
+        let mut handled = 0;
+        let mut replies = Vec::new();
+        loop {
+            let mut any = false;
+            for i in 0..self.links.len() {
+                let (n, _from) = match self.socks[i].try_recv_from(&mut self.rx) {
+                    Ok(x) => x,
+                    Err(_) => continue,
+                };
+                any = true;
+                handled += 1;
+                let dg = std::mem::take(&mut self.rx);
+                if let Some(r) = self.on_datagram(now, &dg[..n]) {
+                    replies.push((i, r));
+                }
+                self.rx = dg;
+            }
+            if !any || handled >= RX_BUDGET {
+                break;
+            }
+        }
+        for (i, r) in replies {
+            if udp::send(&self.socks[i], &r, self.links[i].gateway)
+                .await
+                .is_err()
+            {
+                self.drops.send_errors += 1;
+            }
+        }
+    }
+
+    fn on_datagram(&mut self, now: braid_core::Instant, dg: &[u8]) -> Option<Vec<u8>> {
+        let plaintext = match self.sec.handle(now, dg) {
+            Outcome::Reply(r) => return Some(r),
+            Outcome::Drop(_) => return None,
+            Outcome::Data { plaintext, .. } => plaintext,
+        };
+        if plaintext.is_empty() {
+            return None;
+        }
+        let Some((id, core)) = tunnel::split(&plaintext) else {
+            self.drops.short += 1;
+            return None;
+        };
+        match &mut self.tunnel {
+            Some(t) if t.id == id => {
+                if !core.is_empty() {
+                    let _ = t.conn.handle_datagram(now, core);
+                }
+            }
+            _ => self.drops.stale_connection += 1,
+        }
+        None
+    }
+
+    fn on_signal(&mut self, now: braid_core::Instant, s: braid_pm::signal::Sample) {
+        match self.links.iter().position(|l| l.name == s.iface) {
+            Some(i) => self.pm.handle_event(
+                now,
+                &pm::Event::Signal {
+                    iface: pm::IfaceId(i as u32),
+                    rssi_dbm: s.rssi_dbm,
+                },
+            ),
+            None => {
+                self.signal.unknown_iface.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Reads each link's operational state; a change is an interface/address event.
+    fn watch_links(&mut self, now: braid_core::Instant) {
+        let names: Vec<&str> = self.links.iter().map(|l| l.name.as_str()).collect();
+        let states = links_up(&names);
+        for (i, up) in states.into_iter().enumerate() {
+            if up == self.links[i].up {
+                continue;
+            }
+            self.links[i].up = up;
+            info!(link = %self.links[i].name, up, "link state changed");
+            let iface = pm::IfaceId(i as u32);
+            if up {
+                self.pm.handle_event(now, &self.addr_new(i));
+            } else {
+                if let Some(t) = &mut self.tunnel {
+                    t.conn.remove_local_addr(AddrId(i as u8));
+                }
+                self.pm.handle_event(
+                    now,
+                    &pm::Event::LocalAddrRemoved {
+                        iface,
+                        id: pm::AddrId(i as u8),
+                    },
+                );
+            }
+            if self.pm.config().mode.uses_signal() {
+                self.pm
+                    .handle_event(now, &pm::Event::IfaceUpdated { iface, up });
+            }
+        }
+    }
+
+    fn addr_new(&self, i: usize) -> pm::Event {
+        pm::Event::LocalAddrNew {
+            iface: pm::IfaceId(i as u32),
+            id: pm::AddrId(i as u8),
+            addr: Some(self.endpoint(i).addr.expect("always set").ip()),
+        }
+    }
+
+    fn endpoint(&self, i: usize) -> pm::Endpoint {
+        let ip = self.links[i]
+            .source
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        pm::Endpoint {
+            id: pm::AddrId(i as u8),
+            addr: Some(SocketAddr::new(ip, 0)),
+        }
+    }
+
+    fn gateway_endpoint(&self) -> pm::Endpoint {
+        pm::Endpoint {
+            id: pm::AddrId(0),
+            addr: Some(self.links[0].gateway),
+        }
+    }
+
+    /// The link for the secure layer's own datagrams: the first that is up.
+    fn primary(&self) -> usize {
+        self.links.iter().position(|l| l.up).unwrap_or(0)
+    }
+
+    async fn send_secure(&mut self, datagram: &[u8]) {
+        let i = self.primary();
+        if udp::send(&self.socks[i], datagram, self.links[i].gateway)
+            .await
+            .is_err()
+        {
+            self.drops.send_errors += 1;
+        }
+    }
+
+    /// Sends the liveness probe of the current connection (see `tunnel::split`).
+    async fn probe(&mut self, now: braid_core::Instant) {
+        let Some(t) = &self.tunnel else {
+            return;
+        };
+        let id = t.id.to_be_bytes();
+        if self.sec.seal(now, &id, &mut self.sealed).is_ok() {
+            let i = self.primary();
+            if udp::send(&self.socks[i], &self.sealed, self.links[i].gateway)
+                .await
+                .is_err()
+            {
+                self.drops.send_errors += 1;
+            }
+        }
+    }
+
+    fn start_connection(&mut self, now: braid_core::Instant) {
+        let id = loop {
+            let id: u32 = self.rng.random();
+            if id != 0 {
+                break id;
+            }
+        };
+        let mut t = Tunnel::new(self.core.clone(), Side::Client, now, id, self.ptos);
+        let first = self.primary();
+        self.first_link = first;
+        let _ = t.conn.open_path(
+            now,
+            AddrId(first as u8),
+            AddrId(0),
+            self.links[first].backup,
+        );
+        self.tunnel = Some(t);
+        self.conn_no += 1;
+        self.connections += 1;
+        info!(conn = format!("{id:08x}"), link = %self.links[first].name, "new connection");
+        let e = pm::Event::ConnectionCreated {
+            conn: pm::ConnId(self.conn_no),
+            local: self.endpoint(first),
+            remote: self.gateway_endpoint(),
+            iface: Some(pm::IfaceId(first as u32)),
+            initiator: true,
+        };
+        self.pm.handle_event(now, &e);
+    }
+
+    fn end_connection(&mut self, now: braid_core::Instant, why: &str) {
+        if let Some(t) = self.tunnel.take() {
+            info!(conn = format!("{:08x}", t.id), why, "connection dropped");
+            self.pm.handle_event(
+                now,
+                &pm::Event::ConnectionClosed {
+                    conn: pm::ConnId(self.conn_no),
+                },
+            );
+        }
+    }
+
+    async fn flush(&mut self, now: braid_core::Instant) {
+        while let Some(ev) = self.sec.poll_event() {
+            match ev {
+                SecEvent::Established { index, .. } => {
+                    debug!(index, "session established");
+                    if self.tunnel.is_none() {
+                        self.start_connection(now);
+                    }
+                }
+                SecEvent::Expired { reason, .. } => {
+                    warn!(?reason, "session with the gateway expired");
+                    self.end_connection(now, "session expired");
+                }
+            }
+        }
+        while let Some(d) = self.sec.poll_transmit() {
+            self.send_secure(&d).await;
+        }
+        self.run_pm(now);
+        let Some(t) = &mut self.tunnel else {
+            self.tun.flush().await;
+            return;
+        };
+        let tun = &mut self.tun;
+        if t.drain(|p| {
+            tun.queue(p);
+        })
+        .is_err()
+        {
+            self.drops.stop_invalid += 1;
+            self.end_connection(now, "invalid packet in the stream");
+            self.tun.flush().await;
+            return;
+        }
+        if t.conn.is_closed() {
+            self.end_connection(now, "connection closed");
+            self.tun.flush().await;
+            return;
+        }
+        t.feed(now);
+        while let Some(tx) = t.conn.poll_transmit(now, &mut self.dg) {
+            let i = usize::from(tx.local.0);
+            let (Some(l), Some(sock)) = (self.links.get(i), self.socks.get(i)) else {
+                continue;
+            };
+            self.plain.clear();
+            self.plain.extend_from_slice(&t.id.to_be_bytes());
+            self.plain.extend_from_slice(&self.dg[..tx.size]);
+            if self.sec.seal(now, &self.plain, &mut self.sealed).is_err() {
+                self.drops.no_session += 1;
+                continue;
+            }
+            if udp::send(sock, &self.sealed, l.gateway).await.is_err() {
+                self.drops.send_errors += 1;
+            }
+        }
+        self.tun.flush().await;
+    }
+
+    /// Connection events to the path manager, its commands to the connection (as the
+    /// simulator's `run_pm`).
+    fn run_pm(&mut self, now: braid_core::Instant) {
+        let conn_id = pm::ConnId(self.conn_no);
+        loop {
+            let mut progress = false;
+            if let Some(t) = &mut self.tunnel {
+                while let Some(e) = t.conn.poll_event() {
+                    progress = true;
+                    debug!(?e, "connection event");
+                    if let Some(pe) = translate(conn_id, &e, &self.links, self.first_link as u8) {
+                        self.pm.handle_event(now, &pe);
+                    }
+                }
+            }
+            while let Some(c) = self.pm.poll_command() {
+                progress = true;
+                if c.conn() == conn_id {
+                    self.execute(now, c);
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+    }
+
+    fn execute(&mut self, now: braid_core::Instant, c: pm::Command) {
+        let Some(t) = &mut self.tunnel else {
+            return;
+        };
+        debug!(?c, "path manager command");
+        let conn = &mut t.conn;
+        match c {
+            pm::Command::CreateSubflow {
+                local,
+                remote,
+                backup,
+                ..
+            } => {
+                let l = usize::from(local.id.0);
+                if self.links.get(l).is_some_and(|l| l.up) {
+                    let _ = conn.open_path(now, AddrId(local.id.0), AddrId(remote.id.0), backup);
+                }
+            }
+            pm::Command::RemoveSubflow { subflow, .. } => {
+                let _ = conn.close_path(PathId(subflow.0 as u32));
+            }
+            pm::Command::SetBackup {
+                subflow, backup, ..
+            } => {
+                let _ = conn.set_backup(PathId(subflow.0 as u32), backup);
+            }
+            pm::Command::AnnounceAddr { local, .. } => {
+                if let Some(addr) = local.addr {
+                    conn.announce_addr(AddrId(local.id.0), addr, false);
+                }
+            }
+            pm::Command::WithdrawAddr { id, .. } => conn.remove_local_addr(AddrId(id.0)),
+        }
+    }
+
+    fn publish(&self, shared: &Shared) {
+        let mut drops = super::secure_drops(self.sec.stats());
+        let d = &self.drops;
+        for (k, v) in [
+            ("short_plaintext", d.short),
+            ("stale_connection", d.stale_connection),
+            ("no_connection", d.no_connection),
+            ("ptos_refused", d.ptos_refused),
+            ("stop_invalid", d.stop_invalid),
+            ("no_session", d.no_session),
+            ("send_errors", d.send_errors),
+        ] {
+            drops.insert(k.into(), v.into());
+        }
+        let conns: Vec<Value> = self
+            .tunnel
+            .iter()
+            .map(|t| {
+                let dr = &t.conn.stats().dropped;
+                for (k, v) in [
+                    ("core_malformed", dr.malformed),
+                    ("core_unknown_path", dr.unknown_path),
+                    ("core_closed_path", dr.closed_path),
+                    ("core_protocol", dr.protocol),
+                    ("core_closed", dr.closed),
+                ] {
+                    drops.insert(k.into(), v.into());
+                }
+                let links = &self.links;
+                let mut c = status::connection_json(&t.conn, |path| {
+                    let p = t.conn.path(path)?;
+                    let l = links.get(usize::from(p.local.0))?;
+                    Some(format!("{} → {}", l.name, l.gateway))
+                });
+                c["peer"] = "gateway".into();
+                c["conn_id"] = format!("{:08x}", t.id).into();
+                c["framing"] = t.framing_json();
+                c
+            })
+            .collect();
+        let v = json!({
+            "role": "client",
+            "uptime_s": self.clock.now().secs_f64(),
+            "tun": { "name": self.cfg.tun.name, "write_errors": self.tun.write_errors },
+            "secure_state": format!("{:?}", self.sec.state()),
+            "links": self.links.iter().map(|l| json!({
+                "name": l.name, "up": l.up, "gateway": l.gateway.to_string(), "backup": l.backup,
+            })).collect::<Vec<_>>(),
+            "connections_started": self.connections,
+            "drops": drops,
+            "secure": super::secure_json(self.sec.stats()),
+            "signal": self.signal.to_json(),
+            "pm": {
+                "mode": format!("{:?}", self.pm.config().mode),
+                "subflows_created": self.pm.stats().subflows_created,
+                "subflows_removed": self.pm.stats().subflows_removed,
+                "backup_set": self.pm.stats().backup_set,
+                "backup_cleared": self.pm.stats().backup_cleared,
+                "signal_samples": self.pm.stats().signal_samples,
+            },
+            "connections": conns,
+        });
+        if let Ok(mut s) = shared.lock() {
+            *s = v;
+        }
+    }
+}
+
+/// Whether an interface is operationally up (IFF_RUNNING: up with a carrier). Read over
+/// netlink (getifaddrs) in the calling thread's network namespace, not from /sys, which shows
+/// the namespace it was mounted in. A missing interface is down.
+fn operstate_up(name: &str) -> bool {
+    links_up(&[name])[0]
+}
+
+fn links_up(names: &[&str]) -> Vec<bool> {
+    use nix::net::if_::InterfaceFlags;
+    let mut up = vec![false; names.len()];
+    if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
+        for a in addrs {
+            if let Some(i) = names.iter().position(|n| *n == a.interface_name) {
+                up[i] |= a
+                    .flags
+                    .contains(InterfaceFlags::IFF_UP | InterfaceFlags::IFF_RUNNING);
+            }
+        }
+    }
+    up
+}
+
+/// The connection's events as the path manager sees them (seed 000 Table I), as in the
+/// simulator.
+fn translate(conn: pm::ConnId, e: &Event, links: &[Link], first: u8) -> Option<pm::Event> {
+    let endpoint = |i: u8| pm::Endpoint {
+        id: pm::AddrId(i),
+        addr: links
+            .get(usize::from(i))
+            .map(|l| SocketAddr::new(l.source.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), 0)),
+    };
+    let gateway = pm::Endpoint {
+        id: pm::AddrId(0),
+        addr: links.first().map(|l| l.gateway),
+    };
+    Some(match *e {
+        Event::PathEstablished {
+            path,
+            local,
+            remote,
+            backup,
+        } => pm::Event::SubflowEstablished {
+            conn,
+            subflow: pm::SubflowId(u64::from(path.0)),
+            iface: Some(pm::IfaceId(u32::from(local.0))),
+            local: endpoint(local.0),
+            remote: pm::Endpoint {
+                id: pm::AddrId(remote.0),
+                addr: None,
+            },
+            backup,
+        },
+        Event::Connected => pm::Event::ConnectionEstablished {
+            conn,
+            subflow: Some(pm::SubflowId(0)),
+            local: endpoint(first),
+            remote: gateway,
+            iface: Some(pm::IfaceId(u32::from(first))),
+        },
+        Event::PathClosed { path, .. } => pm::Event::SubflowClosed {
+            conn,
+            subflow: pm::SubflowId(u64::from(path.0)),
+        },
+        Event::PathPriority { path, backup, .. } => pm::Event::SubflowPriority {
+            conn,
+            subflow: pm::SubflowId(u64::from(path.0)),
+            backup,
+        },
+        Event::PeerAddrAnnounced { id, addr, .. } => pm::Event::AddrAnnounced {
+            conn,
+            remote: pm::Endpoint {
+                id: pm::AddrId(id.0),
+                addr: Some(addr),
+            },
+        },
+        Event::PeerAddrRemoved { id } => pm::Event::AddrRemoved {
+            conn,
+            id: pm::AddrId(id.0),
+        },
+        Event::Closed { .. } => pm::Event::ConnectionClosed { conn },
+        _ => return None,
+    })
+}

@@ -1,0 +1,756 @@
+//! The daemons' configuration: a TOML file, every key also settable from the environment.
+//!
+//! Environment overrides are applied to the parsed TOML before it is checked, so they obey the
+//! same types and produce the same errors. The variable for a key is `BRAID_TUNNEL_` followed
+//! by its path in upper case with `_` between the parts: `gateway` → `BRAID_TUNNEL_GATEWAY`,
+//! `connection.scheduler` → `BRAID_TUNNEL_CONNECTION_SCHEDULER`, `link[1].backup` →
+//! `BRAID_TUNNEL_LINK_1_BACKUP`. A value is read as TOML (`8`, `true`, `["a", "b"]`) and
+//! otherwise as a string.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use braid_core::Config as CoreConfig;
+use braid_core::cc::Algorithm;
+use braid_core::reinject::{Policy, Rej};
+use braid_core::scheduler::Kind;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::frame::PtoSConfig;
+use crate::secure::{PrivateKey, PublicKey};
+
+/// Prefix of the environment variables that override configuration keys.
+pub const ENV_PREFIX: &str = "BRAID_TUNNEL_";
+
+/// A configuration that cannot be used; the message is one line and names the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// `braid tunnel client`: the router or vehicle side.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientConfig {
+    /// This client's private key (base64, `braid keygen`), or `private_key_file`.
+    #[serde(default)]
+    pub private_key: Option<String>,
+    /// A file holding the private key (base64).
+    #[serde(default)]
+    pub private_key_file: Option<PathBuf>,
+    /// The gateway's public key (base64).
+    pub gateway_public_key: String,
+    /// The gateway's UDP address, used by every link without its own `gateway`.
+    #[serde(default)]
+    pub gateway: Option<SocketAddr>,
+    /// Network interfaces, one path each, in order (the first opens the connection).
+    #[serde(rename = "link")]
+    pub links: Vec<LinkConfig>,
+    /// The TUN device.
+    pub tun: TunConfig,
+    /// The multipath connection.
+    #[serde(default)]
+    pub connection: ConnectionConfig,
+    /// Batching of packets into the stream.
+    #[serde(default)]
+    pub batch: BatchConfig,
+    /// The path manager.
+    #[serde(default)]
+    pub pm: PmConfig,
+    /// Operations: control socket, metrics, logs.
+    #[serde(default)]
+    pub ops: OpsConfig,
+    /// Without any authenticated datagram from the gateway for this long (ms), start over
+    /// with a new handshake and a new connection.
+    #[serde(default = "default_dead_after_ms")]
+    pub dead_after_ms: u64,
+    /// Keepalive interval towards the gateway when nothing else is sent (ms).
+    #[serde(default = "default_keepalive_ms")]
+    pub keepalive_ms: u64,
+}
+
+/// One client interface.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkConfig {
+    /// Interface name; the link's socket is bound to it (SO_BINDTODEVICE).
+    pub name: String,
+    /// Source address to bind (default: any address of the interface).
+    #[serde(default)]
+    pub source: Option<IpAddr>,
+    /// The gateway address reached over this link (default: the top-level `gateway`).
+    #[serde(default)]
+    pub gateway: Option<SocketAddr>,
+    /// Backup role (path manager modes `backup`, `cross-backup`).
+    #[serde(default)]
+    pub backup: bool,
+    /// Signal threshold T of the cross-layer path manager (dBm); none: no signal input.
+    #[serde(default)]
+    pub threshold_dbm: Option<f64>,
+    /// Weight α of a new signal sample (seed 000 Algorithm 1).
+    #[serde(default = "default_alpha")]
+    pub alpha: f64,
+    /// Hysteresis above T before a weak link is used again (dB).
+    #[serde(default)]
+    pub hysteresis_db: f64,
+}
+
+/// `braid tunnel gateway`: the network side, serving many clients.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// The gateway's private key (base64), or `private_key_file`.
+    #[serde(default)]
+    pub private_key: Option<String>,
+    /// A file holding the private key (base64).
+    #[serde(default)]
+    pub private_key_file: Option<PathBuf>,
+    /// UDP addresses to listen on (one socket each).
+    pub listen: Vec<SocketAddr>,
+    /// The TUN device.
+    pub tun: TunConfig,
+    /// The multipath connections (one per client).
+    #[serde(default)]
+    pub connection: ConnectionConfig,
+    /// Batching of packets into the streams.
+    #[serde(default)]
+    pub batch: BatchConfig,
+    /// Operations: control socket, metrics, logs.
+    #[serde(default)]
+    pub ops: OpsConfig,
+    /// The clients allowed to connect.
+    #[serde(rename = "client", default)]
+    pub clients: Vec<PeerConfig>,
+    /// A client silent for this long (ms) loses its connection.
+    #[serde(default = "default_client_timeout_ms")]
+    pub client_timeout_ms: u64,
+}
+
+/// A client the gateway accepts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    /// A name for logs and status (default: the key's first characters).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The client's public key (base64).
+    pub public_key: String,
+    /// Inner source addresses the client may use, and that are routed to it (CIDR).
+    pub allowed_ips: Vec<String>,
+}
+
+/// The TUN device.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TunConfig {
+    /// Device name.
+    #[serde(default = "default_tun_name")]
+    pub name: String,
+    /// Address with prefix length, e.g. `10.200.0.2/24` (IPv4 or IPv6).
+    pub address: String,
+    /// More addresses (CIDR).
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    /// Device MTU: the largest inner packet; both ends must agree.
+    #[serde(default = "default_mtu")]
+    pub mtu: u16,
+    /// Routes (CIDR) sent into the tunnel.
+    #[serde(default)]
+    pub routes: Vec<String>,
+    /// Transmit queue length of the device.
+    #[serde(default = "default_txqueuelen")]
+    pub txqueuelen: u32,
+    /// TSO/GRO offload with batched reads and writes (virtio header).
+    #[serde(default)]
+    pub offload: bool,
+}
+
+/// Transport settings: the pluggable decisions by name, buffers and timers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConnectionConfig {
+    /// `minrtt`, `roundrobin` or `redundant`.
+    pub scheduler: String,
+    /// `stock`, `pto` or `rejK` (K ≥ 1).
+    pub reinjection: String,
+    /// `newreno`, `cubic`, `lia` or `olia`.
+    pub congestion: String,
+    /// Shared receive buffer, bytes (≥ 2 × BDP of the slower path for aggregation).
+    pub receive_buffer: u64,
+    /// Send buffer, bytes.
+    pub send_buffer: u64,
+    /// Largest core datagram (0: derived from the outer MTU 1500 and the overheads).
+    pub max_datagram_size: usize,
+    /// Lower bound of the RTO, ms.
+    pub rto_min_ms: u64,
+    /// RTT assumed before the first sample, ms.
+    pub initial_rtt_ms: u64,
+    /// Initial congestion window, segments.
+    pub initial_window: u64,
+    /// Longest delay of an acknowledgement, ms.
+    pub max_ack_delay_ms: u64,
+    /// A path closes after this many consecutive RTO backoffs.
+    pub broken_after_backoffs: u32,
+    /// Floor of RTTVAR in the REJ formula, ms.
+    pub rej_min_rttvar_ms: f64,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        ConnectionConfig {
+            scheduler: "minrtt".into(),
+            reinjection: "stock".into(),
+            congestion: "cubic".into(),
+            receive_buffer: 16 << 20,
+            send_buffer: 16 << 20,
+            max_datagram_size: 0,
+            rto_min_ms: 200,
+            initial_rtt_ms: 100,
+            initial_window: 10,
+            max_ack_delay_ms: 25,
+            broken_after_backoffs: 6,
+            rej_min_rttvar_ms: 2.0,
+        }
+    }
+}
+
+/// PtoS batching (SPEC M5): a batch is `segments` segment payloads or what waited `timeout_us`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BatchConfig {
+    /// Threshold in segment payloads (the core's datagram payload).
+    pub segments: usize,
+    /// Longest wait of a buffered packet, µs.
+    pub timeout_us: u64,
+    /// Most bytes buffered while the connection does not take them.
+    pub capacity: usize,
+}
+
+impl Default for BatchConfig {
+    fn default() -> Self {
+        BatchConfig {
+            segments: 1,
+            timeout_us: 200,
+            capacity: 1 << 20,
+        }
+    }
+}
+
+/// The client's path manager.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PmConfig {
+    /// `fullmesh`, `backup`, `cross` or `cross-backup`; `auto`: backup if a link is a backup.
+    pub mode: String,
+    /// JSON-lines signal input socket (the format of `braid pm`).
+    pub signal: Option<PathBuf>,
+    /// Backup modes: remove the weak primary's path instead of flagging it.
+    pub remove_weak: bool,
+    /// Watch the links' operational state (down: the path closes; up: it reopens).
+    pub watch_links: bool,
+    /// How often link state is read, ms.
+    pub watch_interval_ms: u64,
+}
+
+impl Default for PmConfig {
+    fn default() -> Self {
+        PmConfig {
+            mode: "auto".into(),
+            signal: None,
+            remove_weak: false,
+            watch_links: true,
+            watch_interval_ms: 50,
+        }
+    }
+}
+
+/// Operations.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OpsConfig {
+    /// Control socket for `braid status`.
+    pub control: Option<PathBuf>,
+    /// Prometheus text endpoint, e.g. `127.0.0.1:9477`.
+    pub metrics: Option<SocketAddr>,
+    /// `text` or `json`.
+    pub log_format: String,
+}
+
+impl Default for OpsConfig {
+    fn default() -> Self {
+        OpsConfig {
+            control: None,
+            metrics: None,
+            log_format: "text".into(),
+        }
+    }
+}
+
+fn default_alpha() -> f64 {
+    0.5
+}
+fn default_tun_name() -> String {
+    "braid0".into()
+}
+fn default_mtu() -> u16 {
+    1400
+}
+fn default_txqueuelen() -> u32 {
+    1000
+}
+fn default_dead_after_ms() -> u64 {
+    5000
+}
+fn default_keepalive_ms() -> u64 {
+    1000
+}
+fn default_client_timeout_ms() -> u64 {
+    120_000
+}
+
+impl ClientConfig {
+    /// Reads `path` and applies the process environment.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        load(path)
+    }
+
+    /// Parses TOML text and applies the overrides in `env` (name, value).
+    pub fn parse(
+        text: &str,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let c: ClientConfig = parse(text, env)?;
+        c.check()?;
+        Ok(c)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        private_key(&self.private_key, &self.private_key_file)?;
+        key("gateway_public_key", &self.gateway_public_key)?;
+        if self.links.is_empty() {
+            return err("link: at least one [[link]] is needed");
+        }
+        for (i, l) in self.links.iter().enumerate() {
+            if l.gateway.or(self.gateway).is_none() {
+                return err(format!(
+                    "link[{i}].gateway: no gateway address (set `gateway` or the link's own)"
+                ));
+            }
+        }
+        self.tun.check()?;
+        self.core_config(1472)?;
+        self.pm_config()?;
+        batch(&self.batch, 1400, self.tun.mtu)?;
+        log_format(&self.ops)?;
+        Ok(())
+    }
+
+    /// The client's private key.
+    pub fn private_key(&self) -> Result<PrivateKey, ConfigError> {
+        private_key(&self.private_key, &self.private_key_file)
+    }
+
+    /// The gateway's public key.
+    pub fn gateway_key(&self) -> Result<PublicKey, ConfigError> {
+        key("gateway_public_key", &self.gateway_public_key)
+    }
+
+    /// The gateway address of link `i`.
+    pub fn link_gateway(&self, i: usize) -> SocketAddr {
+        self.links[i]
+            .gateway
+            .or(self.gateway)
+            .expect("checked when loaded")
+    }
+
+    pub(crate) fn core_config(&self, outer_payload: usize) -> Result<CoreConfig, ConfigError> {
+        core_config(&self.connection, outer_payload)
+    }
+
+    pub(crate) fn pm_config(&self) -> Result<braid_pm::Config, ConfigError> {
+        let any_backup = self.links.iter().any(|l| l.backup);
+        let mode = match self.pm.mode.as_str() {
+            "auto" if any_backup => braid_pm::Mode::Backup,
+            "auto" => braid_pm::Mode::FullMesh,
+            m => braid_pm::Mode::from_name(m).ok_or_else(|| {
+                ConfigError(format!(
+                    "pm.mode: unknown mode `{m}`; allowed: auto, {}",
+                    braid_pm::Mode::NAMES.join(", ")
+                ))
+            })?,
+        };
+        let cfg = braid_pm::Config {
+            mode,
+            ifaces: self
+                .links
+                .iter()
+                .map(|l| braid_pm::IfaceConfig {
+                    name: l.name.clone(),
+                    threshold_dbm: l.threshold_dbm,
+                    alpha: l.alpha,
+                    hysteresis_db: l.hysteresis_db,
+                    backup: l.backup,
+                })
+                .collect(),
+            remove_weak: self.pm.remove_weak,
+            hmm: None,
+            same_subnet: false,
+            announce: false,
+        };
+        cfg.validate()
+            .map_err(|m| ConfigError(format!("pm: {m}")))?;
+        Ok(cfg)
+    }
+}
+
+impl GatewayConfig {
+    /// Reads `path` and applies the process environment.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        load(path)
+    }
+
+    /// Parses TOML text and applies the overrides in `env` (name, value).
+    pub fn parse(
+        text: &str,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        let c: GatewayConfig = parse(text, env)?;
+        c.check()?;
+        Ok(c)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        private_key(&self.private_key, &self.private_key_file)?;
+        if self.listen.is_empty() {
+            return err("listen: at least one UDP address is needed");
+        }
+        for (i, c) in self.clients.iter().enumerate() {
+            key(&format!("client[{i}].public_key"), &c.public_key)?;
+            if c.allowed_ips.is_empty() {
+                return err(format!("client[{i}].allowed_ips: give at least one prefix"));
+            }
+            for a in &c.allowed_ips {
+                Prefix::parse(a)
+                    .map_err(|m| ConfigError(format!("client[{i}].allowed_ips: {m}")))?;
+            }
+        }
+        self.tun.check()?;
+        core_config(&self.connection, 1472)?;
+        batch(&self.batch, 1400, self.tun.mtu)?;
+        log_format(&self.ops)?;
+        Ok(())
+    }
+
+    /// The gateway's private key.
+    pub fn private_key(&self) -> Result<PrivateKey, ConfigError> {
+        private_key(&self.private_key, &self.private_key_file)
+    }
+
+    pub(crate) fn core_config(&self, outer_payload: usize) -> Result<CoreConfig, ConfigError> {
+        core_config(&self.connection, outer_payload)
+    }
+}
+
+impl TunConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        Prefix::parse(&self.address).map_err(|m| ConfigError(format!("tun.address: {m}")))?;
+        for a in &self.addresses {
+            Prefix::parse(a).map_err(|m| ConfigError(format!("tun.addresses: {m}")))?;
+        }
+        for r in &self.routes {
+            Prefix::parse(r).map_err(|m| ConfigError(format!("tun.routes: {m}")))?;
+        }
+        if !(576..=9000).contains(&self.mtu) {
+            return err(format!(
+                "tun.mtu: {} out of range: allowed 576..=9000",
+                self.mtu
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An IP prefix `addr/len`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    /// The address as written.
+    pub addr: IpAddr,
+    /// Prefix length.
+    pub len: u8,
+}
+
+impl Prefix {
+    /// Parses `10.0.0.0/24` or `fd00::1/64`; a bare address is a host prefix.
+    pub fn parse(s: &str) -> Result<Prefix, String> {
+        let (a, l) = match s.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{s}` is not an address/prefix (e.g. 10.200.0.2/24)"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let len = match l {
+            None => max,
+            Some(l) => l
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|&l| l <= max)
+                .ok_or_else(|| format!("`{s}`: prefix length must be 0..={max}"))?,
+        };
+        Ok(Prefix { addr, len })
+    }
+
+    /// Whether `ip` is inside the prefix.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, ip) {
+            (IpAddr::V4(p), IpAddr::V4(a)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0);
+                u32::from(p) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(p), IpAddr::V6(a)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.len))
+                    .unwrap_or(0);
+                u128::from(p) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Prefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+fn err<T>(m: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError(m.into()))
+}
+
+fn key(name: &str, text: &str) -> Result<PublicKey, ConfigError> {
+    PublicKey::from_base64(text.trim()).map_err(|e| ConfigError(format!("{name}: {e}")))
+}
+
+fn private_key(text: &Option<String>, file: &Option<PathBuf>) -> Result<PrivateKey, ConfigError> {
+    let text = match (text, file) {
+        (Some(t), None) => t.clone(),
+        (None, Some(f)) => std::fs::read_to_string(f)
+            .map_err(|e| ConfigError(format!("private_key_file: {}: {e}", f.display())))?,
+        (Some(_), Some(_)) => {
+            return err("private_key: give private_key or private_key_file, not both");
+        }
+        (None, None) => {
+            return err(
+                "private_key: missing (give private_key or private_key_file; `braid keygen` makes one)",
+            );
+        }
+    };
+    PrivateKey::from_base64(text.trim()).map_err(|e| ConfigError(format!("private_key: {e}")))
+}
+
+fn log_format(ops: &OpsConfig) -> Result<(), ConfigError> {
+    ops.log_format
+        .parse::<braid_io::LogFormat>()
+        .map(|_| ())
+        .map_err(|m| ConfigError(format!("ops.log_format: {m}")))
+}
+
+/// The PtoS configuration for segments of `segment_payload` bytes.
+pub(crate) fn batch(
+    b: &BatchConfig,
+    segment_payload: usize,
+    mtu: u16,
+) -> Result<PtoSConfig, ConfigError> {
+    let cfg = PtoSConfig {
+        threshold: segment_payload.saturating_mul(b.segments),
+        timeout: Duration::from_micros(b.timeout_us),
+        max_packet_len: usize::from(mtu),
+        capacity: b.capacity,
+    };
+    cfg.validate()
+        .map_err(|e| ConfigError(format!("batch: {e}")))?;
+    Ok(cfg)
+}
+
+/// The core configuration; `outer_payload` is the UDP payload that fits the path MTU, of
+/// which the secure layer takes its overhead.
+pub(crate) fn core_config(
+    c: &ConnectionConfig,
+    outer_payload: usize,
+) -> Result<CoreConfig, ConfigError> {
+    let scheduler = Kind::from_name(&c.scheduler).ok_or_else(|| {
+        ConfigError(format!(
+            "connection.scheduler: unknown scheduler `{}`; allowed: {}",
+            c.scheduler,
+            Kind::NAMES.join(", ")
+        ))
+    })?;
+    let congestion = Algorithm::from_name(&c.congestion).ok_or_else(|| {
+        ConfigError(format!(
+            "connection.congestion: unknown congestion control `{}`; allowed: {}",
+            c.congestion,
+            Algorithm::NAMES.join(", ")
+        ))
+    })?;
+    let policy = Policy::from_name(&c.reinjection).map_err(|m| {
+        ConfigError(format!(
+            "connection.reinjection: {m}; allowed: stock, pto, rejK with an integer K ≥ 1"
+        ))
+    })?;
+    let reinjection = match policy {
+        Policy::Rej(r) => Policy::Rej(Rej {
+            min_rttvar: Duration::from_secs_f64(c.rej_min_rttvar_ms.max(0.0) / 1000.0),
+            ..r
+        }),
+        p => p,
+    };
+    let max_datagram_size = if c.max_datagram_size == 0 {
+        outer_payload.saturating_sub(crate::secure::wire::DATA_MIN + super::tunnel::CONN_ID_LEN)
+    } else {
+        c.max_datagram_size
+    };
+    let d = CoreConfig::default();
+    let cfg = CoreConfig {
+        max_datagram_size,
+        send_buffer: c.send_buffer,
+        receive_buffer: c.receive_buffer,
+        initial_rtt: Duration::from_millis(c.initial_rtt_ms),
+        rto_min: Duration::from_millis(c.rto_min_ms),
+        broken_after_backoffs: c.broken_after_backoffs,
+        max_ack_delay: Duration::from_millis(c.max_ack_delay_ms),
+        initial_window: c.initial_window,
+        congestion: congestion.factory(c.initial_window),
+        scheduler: scheduler.factory(),
+        reinjection: reinjection.shared(),
+        ..d
+    };
+    cfg.validate()
+        .map_err(|m| ConfigError(format!("connection.{m}")))?;
+    Ok(cfg)
+}
+
+fn load<T: DeserializeOwned + Checked>(path: &Path) -> Result<T, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("config {}: {e}", path.display())))?;
+    T::parse_checked(&text, std::env::vars())
+        .map_err(|e| ConfigError(format!("config {}: {}", path.display(), e.0)))
+}
+
+trait Checked: Sized {
+    fn parse_checked(
+        text: &str,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError>;
+}
+
+impl Checked for ClientConfig {
+    fn parse_checked(
+        text: &str,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        ClientConfig::parse(text, env)
+    }
+}
+
+impl Checked for GatewayConfig {
+    fn parse_checked(
+        text: &str,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        GatewayConfig::parse(text, env)
+    }
+}
+
+/// Tables whose keys an environment variable may name (`BRAID_TUNNEL_<TABLE>_<KEY>`).
+const TABLES: &[&str] = &["tun", "connection", "batch", "pm", "ops"];
+/// Arrays of tables (`BRAID_TUNNEL_<ARRAY>_<INDEX>_<KEY>`).
+const ARRAYS: &[&str] = &["link", "client"];
+
+fn parse<T: DeserializeOwned>(
+    text: &str,
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<T, ConfigError> {
+    let mut table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| ConfigError(one_line(&format!("TOML: {}", e.message()))))?;
+    let mut env: Vec<_> = env
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(ENV_PREFIX))
+        .collect();
+    env.sort();
+    for (name, value) in env {
+        apply_env(&mut table, &name, &value)?;
+    }
+    let de = toml::Value::Table(table);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        ConfigError(one_line(&format!("key `{path}`: {}", e.inner())))
+    })
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn env_value(v: &str) -> toml::Value {
+    match format!("x = {v}").parse::<toml::Table>() {
+        Ok(mut t) => t
+            .remove("x")
+            .unwrap_or_else(|| toml::Value::String(v.into())),
+        Err(_) => toml::Value::String(v.into()),
+    }
+}
+
+fn apply_env(table: &mut toml::Table, name: &str, value: &str) -> Result<(), ConfigError> {
+    let rest = name[ENV_PREFIX.len()..].to_ascii_lowercase();
+    let value = env_value(value);
+    for t in TABLES {
+        if let Some(k) = rest.strip_prefix(&format!("{t}_")) {
+            let sub = table
+                .entry(t.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            let Some(sub) = sub.as_table_mut() else {
+                return err(format!("{name}: `{t}` is not a table in the file"));
+            };
+            sub.insert(k.to_string(), value);
+            return Ok(());
+        }
+    }
+    for a in ARRAYS {
+        if let Some(r) = rest.strip_prefix(&format!("{a}_")) {
+            let (idx, k) = r.split_once('_').unwrap_or((r, ""));
+            let Ok(idx) = idx.parse::<usize>() else {
+                return err(format!(
+                    "{name}: expected {ENV_PREFIX}{}_<index>_<key>",
+                    a.to_uppercase()
+                ));
+            };
+            let arr = table
+                .entry(a.to_string())
+                .or_insert_with(|| toml::Value::Array(Vec::new()));
+            let Some(arr) = arr.as_array_mut() else {
+                return err(format!(
+                    "{name}: `{a}` is not an array of tables in the file"
+                ));
+            };
+            while arr.len() <= idx {
+                arr.push(toml::Value::Table(toml::Table::new()));
+            }
+            let Some(t) = arr[idx].as_table_mut() else {
+                return err(format!("{name}: `{a}[{idx}]` is not a table"));
+            };
+            t.insert(k.to_string(), value);
+            return Ok(());
+        }
+    }
+    table.insert(rest, value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,327 @@
+//! What the daemons report: a JSON status document (the control socket's answer to `status`),
+//! its table form for `braid status`, and the same numbers in the Prometheus text format on a
+//! tiny HTTP responder.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use braid_core::{Connection, PathId};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// The latest status document, shared with the control socket and the metrics endpoint.
+pub type Shared = Arc<Mutex<Value>>;
+
+/// The status of one connection as JSON; `addr_of` names a path's current peer address.
+pub fn connection_json(conn: &Connection, addr_of: impl Fn(PathId) -> Option<String>) -> Value {
+    let s = conn.stats();
+    let paths: Vec<Value> = conn
+        .paths()
+        .map(|p| {
+            json!({
+                "id": p.id.0,
+                "local": p.local.0,
+                "remote": p.remote.0,
+                "peer_addr": addr_of(p.id),
+                "established": p.established,
+                "usable": p.usable,
+                "backup": p.backup,
+                "srtt_ms": p.srtt.as_secs_f64() * 1e3,
+                "rttvar_ms": p.rttvar.as_secs_f64() * 1e3,
+                "rto_ms": p.rto.as_secs_f64() * 1e3,
+                "cwnd": p.cwnd,
+                "ssthresh": p.ssthresh,
+                "in_flight": p.in_flight,
+                "congestion": p.congestion,
+                "bytes_sent": p.stats.bytes_sent,
+                "bytes_received": p.stats.bytes_received,
+                "data_bytes_sent": p.stats.data_bytes_sent,
+                "data_bytes_received": p.stats.data_bytes_received,
+                "packets_sent": p.stats.packets_sent,
+                "packets_received": p.stats.packets_received,
+                "retransmissions": p.stats.retransmissions,
+                "lost_packets": p.stats.lost_packets,
+                "rto_count": p.stats.rto_count,
+                "reinjected_from": p.stats.reinjected_from,
+                "reinjected_to": p.stats.reinjected_to,
+            })
+        })
+        .collect();
+    let d = &s.dropped;
+    json!({
+        "established": conn.is_established(),
+        "closed": conn.is_closed(),
+        "paths": paths,
+        "bytes_sent": s.bytes_sent,
+        "bytes_received": s.bytes_received,
+        "datagrams_sent": s.datagrams_sent,
+        "datagrams_received": s.datagrams_received,
+        "delivered_bytes": s.delivered_bytes,
+        "reinjected_packets": s.reinjected_packets,
+        "reinjected_bytes": s.reinjected_bytes,
+        "duplicate_bytes_received": s.duplicate_bytes_received,
+        "ofo_peak_bytes": s.ofo_peak_bytes,
+        "paths_opened": s.paths_opened,
+        "paths_closed": s.paths_closed,
+        "send_buffered": conn.send_buffered(),
+        "drops": {
+            "malformed": d.malformed, "unknown_path": d.unknown_path,
+            "closed_path": d.closed_path, "too_many_paths": d.too_many_paths,
+            "protocol": d.protocol, "closed": d.closed,
+        },
+    })
+}
+
+/// The status document as a table (`braid status`).
+pub fn status_table(v: &Value) -> String {
+    let mut out = String::new();
+    let role = v["role"].as_str().unwrap_or("?");
+    let _ = writeln!(
+        out,
+        "braid tunnel {role}   up {:.0} s   tun {}",
+        v["uptime_s"].as_f64().unwrap_or(0.0),
+        v["tun"]["name"].as_str().unwrap_or("?")
+    );
+    if let Some(drops) = v["drops"].as_object() {
+        let nonzero: Vec<String> = drops
+            .iter()
+            .filter(|(_, n)| n.as_u64().unwrap_or(0) > 0)
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "dropped datagrams: {}",
+            if nonzero.is_empty() {
+                "none".to_string()
+            } else {
+                nonzero.join(" ")
+            }
+        );
+    }
+    let empty = Vec::new();
+    for c in v["connections"].as_array().unwrap_or(&empty) {
+        let _ = writeln!(
+            out,
+            "\n{} (connection {})  sent {}  received {}  reinjected {} pkts  {}",
+            c["peer"].as_str().unwrap_or("gateway"),
+            c["conn_id"],
+            bytes(&c["bytes_sent"]),
+            bytes(&c["bytes_received"]),
+            c["reinjected_packets"],
+            if c["established"].as_bool() == Some(true) {
+                "established"
+            } else {
+                "connecting"
+            }
+        );
+        let _ = writeln!(
+            out,
+            "  {:>4} {:>5} {:<24} {:>8} {:>8} {:>9} {:>9} {:>10} {:>10} {:>7} {:>7}",
+            "path",
+            "iface",
+            "peer",
+            "srtt ms",
+            "rto ms",
+            "cwnd",
+            "inflight",
+            "sent",
+            "recv",
+            "reinj",
+            "flags"
+        );
+        for p in c["paths"].as_array().unwrap_or(&empty) {
+            let mut flags = String::new();
+            if p["backup"].as_bool() == Some(true) {
+                flags.push('B');
+            }
+            if p["usable"].as_bool() != Some(true) {
+                flags.push('!');
+            }
+            if p["established"].as_bool() != Some(true) {
+                flags.push('?');
+            }
+            let _ = writeln!(
+                out,
+                "  {:>4} {:>5} {:<24} {:>8.1} {:>8.0} {:>9} {:>9} {:>10} {:>10} {:>7} {:>7}",
+                p["id"],
+                p["local"],
+                p["peer_addr"].as_str().unwrap_or("-"),
+                p["srtt_ms"].as_f64().unwrap_or(0.0),
+                p["rto_ms"].as_f64().unwrap_or(0.0),
+                p["cwnd"],
+                p["in_flight"],
+                bytes(&p["bytes_sent"]),
+                bytes(&p["bytes_received"]),
+                p["reinjected_to"],
+                if flags.is_empty() { "-".into() } else { flags }
+            );
+        }
+        if let Some(d) = c["drops"].as_object() {
+            let nonzero: Vec<String> = d
+                .iter()
+                .filter(|(_, n)| n.as_u64().unwrap_or(0) > 0)
+                .map(|(k, n)| format!("{k}={n}"))
+                .collect();
+            if !nonzero.is_empty() {
+                let _ = writeln!(out, "  core drops: {}", nonzero.join(" "));
+            }
+        }
+    }
+    out
+}
+
+fn bytes(v: &Value) -> String {
+    let b = v.as_f64().unwrap_or(0.0);
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+/// The status document in the Prometheus text format.
+pub fn prometheus(v: &Value) -> String {
+    let mut out = String::new();
+    let role = v["role"].as_str().unwrap_or("?");
+    let _ = writeln!(out, "# TYPE braid_tunnel_up gauge");
+    let _ = writeln!(out, "braid_tunnel_up{{role=\"{role}\"}} 1");
+    let _ = writeln!(out, "# TYPE braid_tunnel_dropped_datagrams_total counter");
+    if let Some(d) = v["drops"].as_object() {
+        for (k, n) in d {
+            let _ = writeln!(
+                out,
+                "braid_tunnel_dropped_datagrams_total{{reason=\"{k}\"}} {}",
+                n.as_u64().unwrap_or(0)
+            );
+        }
+    }
+    let empty = Vec::new();
+    let conns = v["connections"].as_array().unwrap_or(&empty);
+    let conn_metrics = [
+        ("bytes_sent", "counter"),
+        ("bytes_received", "counter"),
+        ("delivered_bytes", "counter"),
+        ("reinjected_packets", "counter"),
+        ("duplicate_bytes_received", "counter"),
+    ];
+    for (m, kind) in conn_metrics {
+        let _ = writeln!(out, "# TYPE braid_tunnel_connection_{m} {kind}");
+        for c in conns {
+            let _ = writeln!(
+                out,
+                "braid_tunnel_connection_{m}{{peer=\"{}\"}} {}",
+                label(&c["peer"]),
+                c[m].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    let path_metrics = [
+        ("srtt_ms", "gauge"),
+        ("rto_ms", "gauge"),
+        ("cwnd", "gauge"),
+        ("in_flight", "gauge"),
+        ("backup", "gauge"),
+        ("usable", "gauge"),
+        ("bytes_sent", "counter"),
+        ("bytes_received", "counter"),
+        ("retransmissions", "counter"),
+        ("reinjected_to", "counter"),
+        ("reinjected_from", "counter"),
+    ];
+    for (m, kind) in path_metrics {
+        let _ = writeln!(out, "# TYPE braid_tunnel_path_{m} {kind}");
+        for c in conns {
+            for p in c["paths"].as_array().unwrap_or(&empty) {
+                let x = match &p[m] {
+                    Value::Bool(b) => f64::from(u8::from(*b)),
+                    x => x.as_f64().unwrap_or(0.0),
+                };
+                let _ = writeln!(
+                    out,
+                    "braid_tunnel_path_{m}{{peer=\"{}\",path=\"{}\",iface=\"{}\"}} {x}",
+                    label(&c["peer"]),
+                    p["id"],
+                    p["local"],
+                );
+            }
+        }
+    }
+    out
+}
+
+fn label(v: &Value) -> String {
+    v.as_str()
+        .unwrap_or("gateway")
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+}
+
+/// Serves `GET /metrics` (any path, in fact) with [`prometheus`] of the latest status.
+pub async fn serve_metrics(
+    addr: SocketAddr,
+    shared: Shared,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("metrics endpoint {addr}: {e}")))?;
+    Ok(tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                continue;
+            };
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let mut req = [0u8; 2048];
+                let read = tokio::time::timeout(Duration::from_secs(5), s.read(&mut req));
+                if !matches!(read.await, Ok(Ok(n)) if n > 0) {
+                    return;
+                }
+                let body = {
+                    let v = shared.lock().map(|v| v.clone()).unwrap_or(Value::Null);
+                    prometheus(&v)
+                };
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(head.as_bytes()).await;
+                let _ = s.write_all(body.as_bytes()).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    }))
+}
+
+/// Starts the control socket (answering `status` with the latest document) and the metrics
+/// endpoint, if configured.
+pub async fn serve_ops(
+    ops: &super::config::OpsConfig,
+    shared: &Shared,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, super::DaemonError> {
+    let mut tasks = Vec::new();
+    if let Some(path) = &ops.control {
+        let s = shared.clone();
+        let h: braid_io::control::Handler = Arc::new(move |req| match req {
+            "status" | "" => s.lock().map(|v| v.clone()).unwrap_or(Value::Null),
+            other => json!({ "error": format!("unknown request `{other}`: allowed status") }),
+        });
+        let t = braid_io::control::serve(path, h)
+            .await
+            .map_err(|e| super::DaemonError(e.to_string()))?;
+        tasks.push(t);
+    }
+    if let Some(addr) = ops.metrics {
+        let t = serve_metrics(addr, shared.clone())
+            .await
+            .map_err(|e| super::DaemonError(e.to_string()))?;
+        tasks.push(t);
+    }
+    Ok(tasks)
+}

@@ -1,0 +1,135 @@
+//! One tunnel connection: the multipath [`Connection`] with PtoS on its sending side and StoP
+//! on its receiving side, and the connection id that prefixes every datagram it sends.
+//!
+//! The plaintext of a secure data datagram is `connection id (4 bytes, big-endian) ‖ core
+//! datagram`. The client picks a new random id for every connection it starts, so the gateway
+//! can tell a restarted client (new id: new connection) from a re-keyed session of the same
+//! one (same id: same connection), and drop late datagrams of a connection it replaced.
+
+use std::sync::Arc;
+
+use braid_core::{Config, Connection, Instant, Side};
+
+use crate::frame::{FrameError, PtoS, PtoSConfig, PushError, StoP};
+
+/// Bytes of the connection id in front of each core datagram.
+pub const CONN_ID_LEN: usize = 4;
+
+/// A connection with its framing.
+#[derive(Debug)]
+pub struct Tunnel {
+    /// The multipath connection.
+    pub conn: Connection,
+    /// The id in front of every datagram of this connection.
+    pub id: u32,
+    ptos: PtoS,
+    stop: StoP,
+    read_buf: Vec<u8>,
+    /// Packets dropped because StoP met an invalid header (the connection is then reset).
+    pub stop_errors: u64,
+}
+
+impl Tunnel {
+    /// A new connection at `now`.
+    pub fn new(cfg: Arc<Config>, side: Side, now: Instant, id: u32, ptos: PtoSConfig) -> Tunnel {
+        let mtu = ptos.max_packet_len;
+        Tunnel {
+            conn: Connection::new(cfg, side, now),
+            id,
+            ptos: PtoS::new(ptos).expect("checked when the configuration loaded"),
+            stop: StoP::new(mtu),
+            read_buf: vec![0; 256 * 1024],
+            stop_errors: 0,
+        }
+    }
+
+    /// An IP packet read from the TUN device: into the stream (batched by PtoS).
+    pub fn push(&mut self, now: Instant, packet: &[u8]) -> Result<(), PushError> {
+        self.ptos.push(now, packet)?;
+        self.feed(now);
+        Ok(())
+    }
+
+    /// Moves due PtoS batches into the connection, as far as its send buffer takes them.
+    pub fn feed(&mut self, now: Instant) {
+        loop {
+            let ready = self.ptos.ready(now);
+            if ready.is_empty() {
+                return;
+            }
+            let want = ready.len();
+            let n = self.conn.write(ready);
+            self.ptos.consume(n);
+            if n < want {
+                return;
+            }
+        }
+    }
+
+    /// Reads the in-order stream and hands every whole packet to `emit`. An invalid packet
+    /// header poisons StoP: the error is returned and the caller must reset the connection.
+    pub fn drain(&mut self, mut emit: impl FnMut(&[u8])) -> Result<(), FrameError> {
+        loop {
+            let n = self.conn.read(&mut self.read_buf);
+            if n == 0 {
+                return Ok(());
+            }
+            self.stop.push(&self.read_buf[..n]);
+            loop {
+                match self.stop.next_packet() {
+                    Ok(Some(p)) => emit(p),
+                    Ok(None) => break,
+                    Err(e) => {
+                        self.stop_errors += 1;
+                        return Err(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// When the connection or PtoS needs to be woken. PtoS's deadline counts only while the
+    /// connection can take bytes (otherwise an acknowledgement wakes the loop).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let ptos = self
+            .ptos
+            .poll_timeout()
+            .filter(|_| self.conn.send_space() > 0);
+        match (self.conn.poll_timeout(), ptos) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Runs the connection's and PtoS's timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.conn.poll_timeout().is_some_and(|t| t <= now) {
+            self.conn.handle_timeout(now);
+        }
+        self.feed(now);
+    }
+
+    /// Counters for the status report.
+    pub fn framing_json(&self) -> serde_json::Value {
+        let p = self.ptos.stats();
+        let s = self.stop.stats();
+        serde_json::json!({
+            "ptos": { "packets": p.packets, "bytes": p.bytes, "invalid": p.invalid,
+                      "full": p.full, "buffered": self.ptos.len() },
+            "stop": { "packets": s.packets, "bytes": s.bytes, "invalid": s.invalid,
+                      "discarded": s.discarded },
+        })
+    }
+}
+
+/// Splits a plaintext into its connection id and core datagram. A plaintext of the id
+/// alone (empty datagram) is a liveness probe: the client sends one every keepalive interval
+/// and the gateway echoes it on the connection it belongs to, so a client whose gateway lost
+/// its state notices (the secure layer's receive timeout) even when no data flows.
+pub fn split(plaintext: &[u8]) -> Option<(u32, &[u8])> {
+    if plaintext.len() < CONN_ID_LEN {
+        return None;
+    }
+    let (id, rest) = plaintext.split_at(CONN_ID_LEN);
+    Some((u32::from_be_bytes([id[0], id[1], id[2], id[3]]), rest))
+}

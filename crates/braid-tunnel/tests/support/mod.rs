@@ -1,0 +1,535 @@
+//! Namespace test support: client ⇄ (two links, tbf) ⇄ gateway ⇄ server, the daemons run
+//! in-process on threads inside their namespaces, and real peers (iperf3, TCP/UDP threads).
+//! Every namespace is deleted when its guard drops, also when a test fails.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use braid_mptcp::netns::{NetNs, veth};
+use braid_tunnel::daemon::{
+    ClientConfig, DaemonError, GatewayConfig, keygen, run_client_until, run_gateway_until,
+};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+pub const SERVER: &str = "10.0.9.2";
+pub const GW_PORT: u16 = 7000;
+
+/// Namespace tests need root; say so clearly instead of failing obscurely.
+pub fn require_root() {
+    let uid = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
+        })
+        .and_then(|u| u.parse::<u32>().ok());
+    assert_eq!(
+        uid,
+        Some(0),
+        "the tunnel namespace tests need root (CAP_NET_ADMIN, /dev/net/tun): run them as root"
+    );
+    assert!(
+        Path::new("/dev/net/tun").exists(),
+        "/dev/net/tun is missing: the TUN driver is needed"
+    );
+    braid_io::init_logging(braid_io::LogFormat::Text);
+}
+
+pub fn sh(ns: &NetNs, cmd: &str) {
+    let args: Vec<&str> = cmd.split_whitespace().collect();
+    let out = ns
+        .exec(&args)
+        .unwrap_or_else(|e| panic!("{cmd} in {}: {e}", ns.name));
+    assert!(out.status.success(), "{cmd} in {}", ns.name);
+}
+
+/// client (c0 10.0.1.2, c1 10.0.2.2) ⇄ gateway (g0 10.0.1.1, g1 10.0.2.1, g9 10.0.9.1) ⇄
+/// server (s9 10.0.9.2). The client links are shaped by tbf in both directions when `rates`
+/// is given (Mbit/s).
+pub struct Topo {
+    pub client: NetNs,
+    pub gw: NetNs,
+    pub server: NetNs,
+    pub dir: PathBuf,
+}
+
+impl Topo {
+    pub fn new(prefix: &str, rates: Option<[u32; 2]>) -> Topo {
+        let client = NetNs::new(&format!("{prefix}c")).unwrap();
+        let gw = NetNs::new(&format!("{prefix}g")).unwrap();
+        let server = NetNs::new(&format!("{prefix}s")).unwrap();
+        veth(&client, "c0", "10.0.1.2/24", &gw, "g0", "10.0.1.1/24").unwrap();
+        veth(&client, "c1", "10.0.2.2/24", &gw, "g1", "10.0.2.1/24").unwrap();
+        veth(&gw, "g9", "10.0.9.1/24", &server, "s9", "10.0.9.2/24").unwrap();
+        sh(&gw, "sysctl -qw net.ipv4.ip_forward=1");
+        sh(&server, "ip route add 10.200.0.0/24 via 10.0.9.1");
+        if let Some(r) = rates {
+            for (i, rate) in r.iter().enumerate() {
+                shape(&client, &format!("c{i}"), *rate);
+                shape(&gw, &format!("g{i}"), *rate);
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("braid-tunnel-{}", client.name));
+        std::fs::create_dir_all(&dir).unwrap();
+        Topo {
+            client,
+            gw,
+            server,
+            dir,
+        }
+    }
+
+    pub fn control(&self, who: &str) -> PathBuf {
+        self.dir.join(format!("{who}.sock"))
+    }
+}
+
+impl Drop for Topo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// tbf at `mbit` with a 20 ms queue (the bottleneck of a link direction).
+pub fn shape(ns: &NetNs, dev: &str, mbit: u32) {
+    sh(
+        ns,
+        &format!("tc qdisc replace dev {dev} root tbf rate {mbit}mbit burst 32kb latency 20ms"),
+    );
+}
+
+/// Key pairs of the gateway and two clients.
+pub struct Keys {
+    pub gw: (String, String),
+    pub a: (String, String),
+    pub b: (String, String),
+}
+
+impl Keys {
+    pub fn new() -> Keys {
+        Keys {
+            gw: keygen(),
+            a: keygen(),
+            b: keygen(),
+        }
+    }
+}
+
+/// The gateway's configuration (clients a: 10.200.0.2, b: 10.200.0.3); `extra` is appended
+/// to the top level before the tables.
+pub fn gateway_config(topo: &Topo, keys: &Keys, connection: &str) -> GatewayConfig {
+    let text = format!(
+        r#"
+private_key = "{gw}"
+listen = ["0.0.0.0:{GW_PORT}"]
+client_timeout_ms = 30000
+[tun]
+address = "10.200.0.1/24"
+mtu = 1500
+[ops]
+control = "{control}"
+[connection]
+{connection}
+[[client]]
+name = "a"
+public_key = "{a}"
+allowed_ips = ["10.200.0.2/32"]
+[[client]]
+name = "b"
+public_key = "{b}"
+allowed_ips = ["10.200.0.3/32"]
+"#,
+        gw = keys.gw.0,
+        a = keys.a.1,
+        b = keys.b.1,
+        control = topo.control("gateway").display(),
+    );
+    GatewayConfig::parse(&text, []).unwrap_or_else(|e| panic!("gateway config: {e}"))
+}
+
+/// Client a's configuration over links c0 and c1; `connection` goes into `[connection]`,
+/// `top` at the top level.
+pub fn client_config(topo: &Topo, keys: &Keys, top: &str, connection: &str) -> ClientConfig {
+    let text = format!(
+        r#"
+private_key = "{a}"
+gateway_public_key = "{gw}"
+dead_after_ms = 2000
+{top}
+[tun]
+address = "10.200.0.2/24"
+mtu = 1500
+routes = ["10.0.9.0/24"]
+[ops]
+control = "{control}"
+[connection]
+{connection}
+[[link]]
+name = "c0"
+gateway = "10.0.1.1:{GW_PORT}"
+[[link]]
+name = "c1"
+gateway = "10.0.2.1:{GW_PORT}"
+"#,
+        a = keys.a.0,
+        gw = keys.gw.1,
+        control = topo.control("client").display(),
+    );
+    ClientConfig::parse(&text, []).unwrap_or_else(|e| panic!("client config: {e}"))
+}
+
+/// A daemon running on a thread inside a namespace; stopped (and joined) on drop.
+pub struct Daemon {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<Result<(), DaemonError>>>,
+    pub control: PathBuf,
+}
+
+impl Daemon {
+    pub fn gateway(ns: &NetNs, cfg: GatewayConfig) -> Daemon {
+        let control = cfg.ops.control.clone().expect("tests set a control socket");
+        Daemon::spawn(ns, control, move |stop| {
+            Box::pin(async move {
+                run_gateway_until(cfg, async {
+                    let _ = stop.await;
+                })
+                .await
+            })
+        })
+    }
+
+    pub fn client(ns: &NetNs, cfg: ClientConfig) -> Daemon {
+        let control = cfg.ops.control.clone().expect("tests set a control socket");
+        Daemon::spawn(ns, control, move |stop| {
+            Box::pin(async move {
+                run_client_until(cfg, async {
+                    let _ = stop.await;
+                })
+                .await
+            })
+        })
+    }
+
+    fn spawn(
+        ns: &NetNs,
+        control: PathBuf,
+        f: impl FnOnce(
+            tokio::sync::oneshot::Receiver<()>,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), DaemonError>>>>
+        + Send
+        + 'static,
+    ) -> Daemon {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // A thread started from a thread inside the namespace is inside it too.
+        let thread = ns.run(move || {
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                rt.block_on(f(rx))
+            })
+        });
+        let d = Daemon {
+            stop: Some(tx),
+            thread: Some(thread),
+            control,
+        };
+        // Up once its control socket answers.
+        let t0 = Instant::now();
+        loop {
+            if let Some(v) = d.try_status() {
+                if v.is_object() {
+                    break;
+                }
+            }
+            if d.thread.as_ref().is_some_and(|t| t.is_finished()) {
+                let r = d.stop_now();
+                panic!("daemon exited at start: {r:?}");
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "daemon did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        d
+    }
+
+    pub fn try_status(&self) -> Option<Value> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        rt.block_on(braid_io::control::request(&self.control, "status"))
+            .ok()
+    }
+
+    pub fn status(&self) -> Value {
+        self.try_status().expect("status from the control socket")
+    }
+
+    /// Stops the daemon and returns how it ended.
+    pub fn stop_now(mut self) -> Result<(), DaemonError> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<(), DaemonError> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .unwrap_or_else(|_| Err(DaemonError("panicked".into()))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
+/// Waits until the status shows a connection whose established paths number `paths`.
+pub fn wait_paths(d: &Daemon, paths: usize, within: Duration) -> Value {
+    let t0 = Instant::now();
+    loop {
+        let v = d.status();
+        let n = v["connections"][0]["paths"]
+            .as_array()
+            .map_or(0, |p| p.iter().filter(|p| p["established"] == true).count());
+        if n >= paths {
+            return v;
+        }
+        assert!(
+            t0.elapsed() < within,
+            "no connection with {paths} established paths after {within:?}: {}",
+            braid_tunnel::daemon::status_table(&v)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A process in a namespace, killed on drop.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn iperf3_server(ns: &NetNs) -> Proc {
+    let child = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "iperf3", "-s", "-p", "5201"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("iperf3 (scripts/deps installs it)");
+    std::thread::sleep(Duration::from_millis(300));
+    Proc(child)
+}
+
+/// One TCP flow for `secs` seconds; the receiver's rate in Mbit/s.
+pub fn iperf3_tcp(ns: &NetNs, secs: u32) -> f64 {
+    let out = ns
+        .exec(&[
+            "iperf3",
+            "-c",
+            SERVER,
+            "-p",
+            "5201",
+            "-t",
+            &secs.to_string(),
+            "-J",
+            "-O",
+            "1",
+        ])
+        .expect("iperf3 client");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("iperf3 JSON");
+    let per_s: Vec<String> = v["intervals"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|i| {
+                    format!(
+                        "{:.0}",
+                        i["sum"]["bits_per_second"].as_f64().unwrap_or(0.0) / 1e6
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let retr = v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0);
+    eprintln!(
+        "iperf3 Mbit/s per second: {}; inner TCP retransmits {retr}",
+        per_s.join(" ")
+    );
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("iperf3 gave no rate: {v}"))
+        / 1e6
+}
+
+/// Deterministic file contents.
+pub fn file_bytes(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// What the receiver of a TCP transfer saw.
+pub struct Received {
+    pub bytes: usize,
+    pub sha256: [u8; 32],
+    /// (time since the first byte, bytes so far) at every read.
+    pub reads: Vec<(Duration, usize)>,
+}
+
+impl Received {
+    /// The longest interval without new bytes in `[from, to]` (times since the first byte).
+    pub fn longest_stall(&self, from: Duration, to: Duration) -> (Duration, Duration) {
+        let mut worst = (Duration::ZERO, Duration::ZERO);
+        for w in self.reads.windows(2) {
+            if w[1].0 < from || w[0].0 > to {
+                continue;
+            }
+            let gap = w[1].0 - w[0].0;
+            if gap > worst.0 {
+                worst = (gap, w[0].0);
+            }
+        }
+        worst
+    }
+}
+
+/// A TCP receiver in `ns` on port 5001; join it for what it received.
+pub fn tcp_receiver(ns: &NetNs) -> JoinHandle<Received> {
+    let l = ns.run(|| TcpListener::bind("0.0.0.0:5001").unwrap());
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut h = Sha256::new();
+        let mut total = 0;
+        let mut reads = Vec::new();
+        let mut t0 = None;
+        loop {
+            let n = s.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            let now = Instant::now();
+            let t0 = *t0.get_or_insert(now);
+            h.update(&buf[..n]);
+            total += n;
+            reads.push((now - t0, total));
+        }
+        Received {
+            bytes: total,
+            sha256: h.finalize().into(),
+            reads,
+        }
+    })
+}
+
+/// Sends `data` over TCP from `ns` to the server; returns when all is written and closed.
+pub fn tcp_send(ns: &NetNs, data: Vec<u8>) -> JoinHandle<Instant> {
+    let addr: SocketAddr = format!("{SERVER}:5001").parse().unwrap();
+    let mut s = ns.run(move || TcpStream::connect_timeout(&addr, Duration::from_secs(10)).unwrap());
+    std::thread::spawn(move || {
+        let t0 = Instant::now();
+        s.write_all(&data).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        t0
+    })
+}
+
+pub fn sha256(data: &[u8]) -> [u8; 32] {
+    Sha256::digest(data).into()
+}
+
+/// A constant-bit-rate UDP flow: `pps` packets of `size` bytes for `dur`, from `from` to the
+/// server's port 5002; the receiver returns the arrival time of each sequence number.
+pub fn cbr(
+    from: &NetNs,
+    to: &NetNs,
+    pps: u32,
+    size: usize,
+    dur: Duration,
+) -> (JoinHandle<()>, JoinHandle<Vec<(u32, Duration)>>) {
+    let rx = to.run(|| UdpSocket::bind("0.0.0.0:5002").unwrap());
+    rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let tx = from.run(|| UdpSocket::bind("0.0.0.0:0").unwrap());
+    let recv = std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        let mut out = Vec::new();
+        let t0 = Instant::now();
+        while let Ok(n) = rx.recv(&mut buf) {
+            if n >= 4 {
+                let seq = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+                out.push((seq, t0.elapsed()));
+            }
+        }
+        out
+    });
+    let send = std::thread::spawn(move || {
+        let dst: SocketAddr = format!("{SERVER}:5002").parse().unwrap();
+        let mut pkt = vec![0u8; size];
+        let t0 = Instant::now();
+        let gap = Duration::from_secs(1) / pps;
+        let n = (dur.as_secs_f64() * f64::from(pps)) as u32;
+        for seq in 0..n {
+            let at = t0 + gap * seq;
+            if let Some(d) = at.checked_duration_since(Instant::now()) {
+                std::thread::sleep(d);
+            }
+            pkt[..4].copy_from_slice(&seq.to_be_bytes());
+            let _ = tx.send_to(&pkt, dst);
+        }
+    });
+    (send, recv)
+}
+
+/// Resident memory of this process (the daemons run in it), kB.
+pub fn rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// CPU time (user + system) of this process so far, seconds.
+pub fn cpu_seconds() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = s.rsplit_once(") ").map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the command name.
+    (ticks(11) + ticks(12)) / 100.0
+}
