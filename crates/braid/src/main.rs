@@ -1,6 +1,8 @@
 //! The `braid` command.
 
+mod pm;
 mod sim;
+mod tunnel;
 
 use std::process::ExitCode;
 
@@ -18,12 +20,24 @@ struct Cli {
 enum Command {
     /// Run a scenario in the deterministic simulator and compare its variants.
     Sim(sim::SimArgs),
+    /// Cross-layer path manager for Linux kernel MPTCP (the userspace path manager).
+    Pm(pm::PmArgs),
+    /// Bond links for unmodified hosts: IP packets over one encrypted multipath connection.
+    Tunnel(tunnel::TunnelArgs),
+    /// Generate a key pair for `braid tunnel` (base64, like WireGuard's).
+    Keygen,
+    /// Show a running tunnel daemon's paths, RTT, cwnd, bytes, reinjections and drops.
+    Status(tunnel::StatusArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Sim(a) => sim::run(a),
+        Command::Pm(a) => pm::run(a),
+        Command::Tunnel(a) => tunnel::run(a),
+        Command::Keygen => tunnel::keygen(),
+        Command::Status(a) => tunnel::status(a),
     };
     match r {
         Ok(code) => code,

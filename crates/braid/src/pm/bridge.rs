@@ -1,0 +1,672 @@
+//! Translation between the kernel's view (tokens, four-tuples, ifindexes, rtnetlink) and the
+//! path manager's (connections, subflow numbers, interfaces, address ids). No I/O: the daemon
+//! feeds it what the kernel reports and executes the [`KernelOp`]s it returns, so the policy
+//! code is exactly the one the simulator runs.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+
+use braid_mptcp::rtmon::NetEvent;
+use braid_mptcp::{PmEvent, Token};
+use braid_pm::{AddrId, Command, ConnId, Endpoint, Event, IfaceId, SubflowId};
+
+/// What the daemon asks the kernel's userspace path manager to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelOp {
+    Announce {
+        token: Token,
+        id: u8,
+        addr: IpAddr,
+    },
+    Remove {
+        token: Token,
+        id: u8,
+    },
+    SubflowCreate {
+        token: Token,
+        local_id: u8,
+        local: IpAddr,
+        ifindex: u32,
+        remote: SocketAddr,
+        backup: bool,
+    },
+    SubflowDestroy {
+        token: Token,
+        local: SocketAddr,
+        remote: SocketAddr,
+    },
+    SetBackup {
+        token: Token,
+        local: SocketAddr,
+        remote: SocketAddr,
+        backup: bool,
+    },
+}
+
+impl KernelOp {
+    pub fn name(&self) -> &'static str {
+        match self {
+            KernelOp::Announce { .. } => "ANNOUNCE",
+            KernelOp::Remove { .. } => "REMOVE",
+            KernelOp::SubflowCreate { .. } => "SUBFLOW_CREATE",
+            KernelOp::SubflowDestroy { .. } => "SUBFLOW_DESTROY",
+            KernelOp::SetBackup { .. } => "SET_FLAGS",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Iface {
+    pub name: String,
+    pub up: bool,
+    pub addrs: Vec<IpAddr>,
+    pub managed: bool,
+}
+
+/// A subflow as the kernel names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelSubflow {
+    pub token: Token,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    pub ifindex: Option<u32>,
+    pub backup: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Conn {
+    pub remote: SocketAddr,
+    pub local: SocketAddr,
+    pub server_side: bool,
+    pub established: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct Bridge {
+    /// Interfaces to manage by name (empty: all but loopback).
+    managed: Vec<String>,
+    pub ifaces: BTreeMap<u32, Iface>,
+    addr_ids: BTreeMap<IpAddr, u8>,
+    pub conns: BTreeMap<u32, Conn>,
+    pub subflows: BTreeMap<SubflowId, KernelSubflow>,
+    next_subflow: u64,
+    /// Commands that named something the kernel no longer has.
+    pub stale_commands: u64,
+}
+
+impl Bridge {
+    pub fn new(managed: Vec<String>) -> Bridge {
+        Bridge {
+            managed,
+            next_subflow: 1,
+            ..Bridge::default()
+        }
+    }
+
+    fn is_managed(&self, name: &str) -> bool {
+        if self.managed.is_empty() {
+            name != "lo"
+        } else {
+            self.managed.iter().any(|m| m == name)
+        }
+    }
+
+    /// The interface of a name, for signal samples.
+    pub fn iface_by_name(&self, name: &str) -> Option<IfaceId> {
+        self.ifaces
+            .iter()
+            .find(|(_, i)| i.name == name && i.managed)
+            .map(|(&k, _)| IfaceId(k))
+    }
+
+    /// The interface that holds a local address.
+    pub fn iface_of_addr(&self, ip: IpAddr) -> Option<u32> {
+        self.ifaces
+            .iter()
+            .find(|(_, i)| i.addrs.contains(&ip))
+            .map(|(&k, _)| k)
+    }
+
+    /// Address ids are ours to give on the client side; one per address, 1..=255, stable.
+    fn addr_id(&mut self, ip: IpAddr) -> Option<u8> {
+        if let Some(&id) = self.addr_ids.get(&ip) {
+            return Some(id);
+        }
+        let id = (1..=255u8).find(|id| !self.addr_ids.values().any(|v| v == id))?;
+        self.addr_ids.insert(ip, id);
+        Some(id)
+    }
+
+    fn usable(ip: &IpAddr) -> bool {
+        match ip {
+            IpAddr::V4(a) => !a.is_loopback() && !a.is_unspecified() && !a.is_link_local(),
+            IpAddr::V6(a) => {
+                !a.is_loopback() && !a.is_unspecified() && (a.segments()[0] & 0xffc0) != 0xfe80
+            }
+        }
+    }
+
+    /// A network-monitor event, as path-manager events.
+    pub fn on_net(&mut self, e: &NetEvent) -> Vec<Event> {
+        let mut out = Vec::new();
+        match e {
+            NetEvent::Link { index, name, up } => {
+                let managed = self.is_managed(name);
+                match self.ifaces.get_mut(index) {
+                    Some(i) => {
+                        if i.up != *up && i.managed {
+                            out.push(Event::IfaceUpdated {
+                                iface: IfaceId(*index),
+                                up: *up,
+                            });
+                        }
+                        i.up = *up;
+                    }
+                    None => {
+                        self.ifaces.insert(
+                            *index,
+                            Iface {
+                                name: name.clone(),
+                                up: *up,
+                                addrs: Vec::new(),
+                                managed,
+                            },
+                        );
+                        if managed {
+                            out.push(Event::IfaceNew {
+                                iface: IfaceId(*index),
+                                name: name.clone(),
+                                up: *up,
+                            });
+                        }
+                    }
+                }
+            }
+            NetEvent::LinkGone { index } => {
+                if let Some(i) = self.ifaces.remove(index)
+                    && i.managed
+                {
+                    out.push(Event::IfaceRemoved {
+                        iface: IfaceId(*index),
+                    });
+                }
+            }
+            NetEvent::AddrNew { index, addr, .. } => {
+                if !Self::usable(addr) {
+                    return out;
+                }
+                let Some(id) = self.addr_id(*addr) else {
+                    return out;
+                };
+                if let Some(i) = self.ifaces.get_mut(index)
+                    && !i.addrs.contains(addr)
+                {
+                    i.addrs.push(*addr);
+                    if i.managed {
+                        out.push(Event::LocalAddrNew {
+                            iface: IfaceId(*index),
+                            id: AddrId(id),
+                            addr: Some(*addr),
+                        });
+                    }
+                }
+            }
+            NetEvent::AddrGone { index, addr } => {
+                if let Some(i) = self.ifaces.get_mut(index)
+                    && let Some(pos) = i.addrs.iter().position(|a| a == addr)
+                {
+                    i.addrs.remove(pos);
+                    if i.managed
+                        && let Some(&id) = self.addr_ids.get(addr)
+                    {
+                        out.push(Event::LocalAddrRemoved {
+                            iface: IfaceId(*index),
+                            id: AddrId(id),
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn subflow_id(&self, token: Token, local: SocketAddr, remote: SocketAddr) -> Option<SubflowId> {
+        self.subflows
+            .iter()
+            .find(|(_, s)| s.token == token && s.local == local && s.remote == remote)
+            .map(|(&k, _)| k)
+    }
+
+    fn new_subflow(&mut self, s: KernelSubflow) -> SubflowId {
+        if let Some(id) = self.subflow_id(s.token, s.local, s.remote) {
+            self.subflows.insert(id, s);
+            return id;
+        }
+        let id = SubflowId(self.next_subflow);
+        self.next_subflow += 1;
+        self.subflows.insert(id, s);
+        id
+    }
+
+    fn local_endpoint(&mut self, local: SocketAddr) -> Endpoint {
+        Endpoint {
+            id: AddrId(self.addr_id(local.ip()).unwrap_or(0)),
+            addr: Some(local),
+        }
+    }
+
+    /// A kernel event, as path-manager events.
+    pub fn on_kernel(&mut self, e: &PmEvent) -> Vec<Event> {
+        let mut out = Vec::new();
+        match e {
+            PmEvent::Created(c) => {
+                self.conns.insert(
+                    c.token.0,
+                    Conn {
+                        remote: c.remote,
+                        local: c.local,
+                        server_side: c.server_side,
+                        established: false,
+                    },
+                );
+                out.push(Event::ConnectionCreated {
+                    conn: ConnId(c.token.0.into()),
+                    local: self.local_endpoint(c.local),
+                    remote: Endpoint {
+                        id: AddrId(0),
+                        addr: Some(c.remote),
+                    },
+                    iface: self.iface_of_addr(c.local.ip()).map(IfaceId),
+                    initiator: !c.server_side,
+                });
+            }
+            PmEvent::Established(c) => {
+                let conn = self.conns.entry(c.token.0).or_insert(Conn {
+                    remote: c.remote,
+                    local: c.local,
+                    server_side: c.server_side,
+                    established: false,
+                });
+                conn.established = true;
+                let ifindex = self.iface_of_addr(c.local.ip());
+                let sub = self.new_subflow(KernelSubflow {
+                    token: c.token,
+                    local: c.local,
+                    remote: c.remote,
+                    ifindex,
+                    backup: false,
+                });
+                out.push(Event::ConnectionEstablished {
+                    conn: ConnId(c.token.0.into()),
+                    subflow: Some(sub),
+                    local: self.local_endpoint(c.local),
+                    remote: Endpoint {
+                        id: AddrId(0),
+                        addr: Some(c.remote),
+                    },
+                    iface: ifindex.map(IfaceId),
+                });
+            }
+            PmEvent::Closed { token } => {
+                self.conns.remove(&token.0);
+                self.subflows.retain(|_, s| s.token != *token);
+                out.push(Event::ConnectionClosed {
+                    conn: ConnId(token.0.into()),
+                });
+            }
+            PmEvent::Announced {
+                token,
+                remote_id,
+                addr,
+                port,
+            } => {
+                // No port announced: the connection's own.
+                let port = port
+                    .filter(|&p| p != 0)
+                    .or_else(|| self.conns.get(&token.0).map(|c| c.remote.port()))
+                    .unwrap_or(0);
+                out.push(Event::AddrAnnounced {
+                    conn: ConnId(token.0.into()),
+                    remote: Endpoint {
+                        id: AddrId(*remote_id),
+                        addr: Some(SocketAddr::new(*addr, port)),
+                    },
+                });
+            }
+            PmEvent::Removed { token, remote_id } => out.push(Event::AddrRemoved {
+                conn: ConnId(token.0.into()),
+                id: AddrId(*remote_id),
+            }),
+            PmEvent::SubEstablished(s) => {
+                let ifindex = s.ifindex.or_else(|| self.iface_of_addr(s.local.ip()));
+                let id = self.new_subflow(KernelSubflow {
+                    token: s.token,
+                    local: s.local,
+                    remote: s.remote,
+                    ifindex,
+                    backup: s.backup,
+                });
+                out.push(Event::SubflowEstablished {
+                    conn: ConnId(s.token.0.into()),
+                    subflow: id,
+                    iface: ifindex.map(IfaceId),
+                    local: self.local_endpoint(s.local),
+                    remote: Endpoint {
+                        id: AddrId(s.remote_id),
+                        addr: Some(s.remote),
+                    },
+                    backup: s.backup,
+                });
+            }
+            PmEvent::SubClosed(s) => {
+                if let Some(id) = self.subflow_id(s.token, s.local, s.remote) {
+                    self.subflows.remove(&id);
+                    out.push(Event::SubflowClosed {
+                        conn: ConnId(s.token.0.into()),
+                        subflow: id,
+                    });
+                }
+            }
+            PmEvent::SubPriority(s) => {
+                if let Some(id) = self.subflow_id(s.token, s.local, s.remote) {
+                    if let Some(k) = self.subflows.get_mut(&id) {
+                        k.backup = s.backup;
+                    }
+                    out.push(Event::SubflowPriority {
+                        conn: ConnId(s.token.0.into()),
+                        subflow: id,
+                        backup: s.backup,
+                    });
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+
+    /// Records what a successful request changed that the kernel reports no event for (the
+    /// kernel emits SUB_PRIORITY only for the peer's MP_PRIO, not for its own).
+    pub fn applied(&mut self, op: &KernelOp) {
+        if let KernelOp::SetBackup {
+            token,
+            local,
+            remote,
+            backup,
+        } = op
+            && let Some(id) = self.subflow_id(*token, *local, *remote)
+            && let Some(s) = self.subflows.get_mut(&id)
+        {
+            s.backup = *backup;
+        }
+    }
+
+    /// A path-manager command, as a kernel request (`None`: it names something gone).
+    pub fn to_kernel(&self, c: &Command) -> Option<KernelOp> {
+        let token = |conn: ConnId| Token(conn.0 as u32);
+        let op = match c {
+            Command::AnnounceAddr { conn, local } => KernelOp::Announce {
+                token: token(*conn),
+                id: local.id.0,
+                addr: local.addr?.ip(),
+            },
+            Command::WithdrawAddr { conn, id } => KernelOp::Remove {
+                token: token(*conn),
+                id: id.0,
+            },
+            Command::CreateSubflow {
+                conn,
+                iface,
+                local,
+                remote,
+                backup,
+            } => KernelOp::SubflowCreate {
+                token: token(*conn),
+                local_id: local.id.0,
+                local: local.addr?.ip(),
+                ifindex: iface.0,
+                remote: remote.addr?,
+                backup: *backup,
+            },
+            Command::RemoveSubflow { conn, subflow } => {
+                let s = self.subflows.get(subflow)?;
+                KernelOp::SubflowDestroy {
+                    token: token(*conn),
+                    local: s.local,
+                    remote: s.remote,
+                }
+            }
+            Command::SetBackup {
+                conn,
+                subflow,
+                backup,
+            } => {
+                let s = self.subflows.get(subflow)?;
+                KernelOp::SetBackup {
+                    token: token(*conn),
+                    local: s.local,
+                    remote: s.remote,
+                    backup: *backup,
+                }
+            }
+        };
+        Some(op)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_core::Instant;
+    use braid_mptcp::{ConnInfo, SubflowInfo};
+    use braid_pm::{Manager, PathManager};
+
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    fn conn_info(token: u32) -> ConnInfo {
+        ConnInfo {
+            token: Token(token),
+            local: sa("10.0.1.1:40000"),
+            remote: sa("10.0.1.2:5201"),
+            server_side: false,
+            deny_join_id0: false,
+        }
+    }
+
+    fn sub(token: u32, local: &str, remote: &str, backup: bool) -> SubflowInfo {
+        SubflowInfo {
+            token: Token(token),
+            local: sa(local),
+            remote: sa(remote),
+            local_id: 1,
+            remote_id: 0,
+            backup,
+            ifindex: None,
+            error: None,
+            reset: None,
+        }
+    }
+
+    /// The bridge and a cross-layer manager against a scripted kernel: the commands that reach
+    /// the kernel are the ones seed 000's Algorithm 1 calls for.
+    #[test]
+    fn cross_layer_commands_reach_the_kernel_as_four_tuples() {
+        let mut cfg = braid_pm::Config {
+            mode: braid_pm::Mode::CrossLayer,
+            same_subnet: true,
+            ..Default::default()
+        };
+        let mut wlan = braid_pm::IfaceConfig::new("veth1");
+        wlan.threshold_dbm = Some(-75.0);
+        wlan.alpha = 1.0;
+        cfg.ifaces = vec![wlan, braid_pm::IfaceConfig::new("veth2")];
+        let mut pm = Manager::new(cfg).unwrap();
+        let mut b = Bridge::new(vec!["veth1".into(), "veth2".into()]);
+        let now = Instant::from_millis(1);
+        let mut ops = Vec::new();
+        let mut feed = |pm: &mut Manager, b: &mut Bridge, evs: Vec<Event>| {
+            for e in evs {
+                pm.handle_event(now, &e);
+            }
+            while let Some(c) = pm.poll_command() {
+                ops.extend(b.to_kernel(&c));
+            }
+            std::mem::take(&mut ops)
+        };
+        let net = [
+            NetEvent::Link {
+                index: 1,
+                name: "lo".into(),
+                up: true,
+            },
+            NetEvent::Link {
+                index: 5,
+                name: "veth1".into(),
+                up: true,
+            },
+            NetEvent::Link {
+                index: 6,
+                name: "veth2".into(),
+                up: true,
+            },
+            NetEvent::AddrNew {
+                index: 5,
+                addr: "10.0.1.1".parse().unwrap(),
+                prefix_len: 24,
+            },
+            NetEvent::AddrNew {
+                index: 6,
+                addr: "10.0.2.1".parse().unwrap(),
+                prefix_len: 24,
+            },
+            NetEvent::AddrNew {
+                index: 6,
+                addr: "fe80::1".parse().unwrap(),
+                prefix_len: 64,
+            },
+        ];
+        for n in &net {
+            let evs = b.on_net(n);
+            assert!(feed(&mut pm, &mut b, evs).is_empty());
+        }
+        assert_eq!(b.iface_by_name("lo"), None, "loopback is not managed");
+        assert_eq!(b.iface_by_name("veth2"), Some(IfaceId(6)));
+        // A good signal, then the connection: the initial subflow is on veth1.
+        let evs = vec![Event::Signal {
+            iface: IfaceId(5),
+            rssi_dbm: -60.0,
+        }];
+        feed(&mut pm, &mut b, evs);
+        let evs = b.on_kernel(&PmEvent::Created(conn_info(7)));
+        assert!(feed(&mut pm, &mut b, evs).is_empty());
+        let evs = b.on_kernel(&PmEvent::Established(conn_info(7)));
+        assert!(
+            feed(&mut pm, &mut b, evs).is_empty(),
+            "no second address yet"
+        );
+        // The server announces its second address (no port: the connection's own): veth2
+        // (no threshold) gets a subflow to that same-subnet address.
+        let evs = b.on_kernel(&PmEvent::Announced {
+            token: Token(7),
+            remote_id: 1,
+            addr: "10.0.2.2".parse().unwrap(),
+            port: None,
+        });
+        let ops = feed(&mut pm, &mut b, evs);
+        assert_eq!(
+            ops,
+            vec![KernelOp::SubflowCreate {
+                token: Token(7),
+                local_id: 2,
+                local: "10.0.2.1".parse().unwrap(),
+                ifindex: 6,
+                remote: sa("10.0.2.2:5201"),
+                backup: false,
+            }]
+        );
+        let evs = b.on_kernel(&PmEvent::SubEstablished(sub(
+            7,
+            "10.0.2.1:41000",
+            "10.0.2.2:5201",
+            false,
+        )));
+        assert!(feed(&mut pm, &mut b, evs).is_empty());
+        // The signal on veth1 falls below T: its subflow becomes backup (SET_FLAGS with the
+        // kernel's four-tuple).
+        let ops = feed(
+            &mut pm,
+            &mut b,
+            vec![Event::Signal {
+                iface: IfaceId(5),
+                rssi_dbm: -90.0,
+            }],
+        );
+        assert_eq!(
+            ops,
+            vec![KernelOp::SetBackup {
+                token: Token(7),
+                local: sa("10.0.1.1:40000"),
+                remote: sa("10.0.1.2:5201"),
+                backup: true,
+            }]
+        );
+        b.applied(&ops[0]);
+        assert!(
+            b.subflows
+                .values()
+                .any(|s| s.local == sa("10.0.1.1:40000") && s.backup)
+        );
+        // veth1 goes down: its subflow is destroyed.
+        let evs = b.on_net(&NetEvent::Link {
+            index: 5,
+            name: "veth1".into(),
+            up: false,
+        });
+        let ops = feed(&mut pm, &mut b, evs);
+        assert_eq!(
+            ops,
+            vec![KernelOp::SubflowDestroy {
+                token: Token(7),
+                local: sa("10.0.1.1:40000"),
+                remote: sa("10.0.1.2:5201"),
+            }]
+        );
+        // A SUB_CLOSED for a subflow the bridge never saw changes nothing.
+        let evs = b.on_kernel(&PmEvent::SubClosed(sub(
+            7,
+            "10.9.9.9:1",
+            "10.0.1.2:5201",
+            false,
+        )));
+        assert!(evs.is_empty());
+        // CLOSED forgets every subflow of the connection.
+        b.on_kernel(&PmEvent::Closed { token: Token(7) });
+        assert!(b.subflows.is_empty());
+        assert!(b.conns.is_empty());
+    }
+
+    #[test]
+    fn commands_for_vanished_subflows_are_dropped() {
+        let b = Bridge::new(Vec::new());
+        let c = Command::SetBackup {
+            conn: ConnId(1),
+            subflow: SubflowId(99),
+            backup: true,
+        };
+        assert_eq!(b.to_kernel(&c), None);
+    }
+
+    #[test]
+    fn address_ids_are_stable_and_bounded() {
+        let mut b = Bridge::new(Vec::new());
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let first = b.addr_id(a);
+        for i in 0..300u32 {
+            let ip = IpAddr::from(std::net::Ipv4Addr::from(0x0a01_0000 + i));
+            let _ = b.addr_id(ip);
+        }
+        assert_eq!(b.addr_id(a), first);
+        assert_eq!(b.addr_ids.len(), 255, "ids are 1..=255");
+    }
+}

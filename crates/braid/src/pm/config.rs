@@ -1,0 +1,353 @@
+//! `braid pm --config FILE`: the TOML configuration of the path-manager daemon.
+//!
+//! ```toml
+//! mode = "cross"              # fullmesh | backup | cross | cross-backup
+//! remove_weak = false         # cross-backup: remove the weak primary's subflow
+//! same_subnet = false         # seed 004: pair local and remote addresses of the same /24
+//! announce = false            # announce local addresses when a connection is established
+//! control = "/run/braid/pm.sock"
+//!
+//! [signal]
+//! socket = "/run/braid/signal.sock"   # JSON lines {"iface":"wlan0","rssi_dbm":-71.5}
+//! # csv = "samples.csv"               # or a replay: time_s,iface,rssi_dbm
+//! # driving = { file = "…/A_2019.12.01_07.59.52.csv", iface = "wlan0", column = "RSRP" }
+//! nl80211 = true                      # station signal of Wi-Fi interfaces, where any exist
+//! nl80211_interval_ms = 100
+//!
+//! [hmm]                       # optional: seed 004 prediction
+//! interval_ms = 1000
+//! window = 5
+//!
+//! [[iface]]
+//! name = "wlan0"
+//! threshold_dbm = -75.0
+//! alpha = 0.5
+//! hysteresis_db = 2.0
+//! backup = false
+//! ```
+//!
+//! Only the interfaces listed are managed; with no `[[iface]]` every interface but loopback is.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use braid_io::signal::Source;
+use serde::Deserialize;
+
+/// Where the daemon puts its control socket unless told otherwise.
+pub const DEFAULT_CONTROL: &str = "/run/braid/pm.sock";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default = "default_mode")]
+    mode: String,
+    #[serde(default)]
+    remove_weak: bool,
+    #[serde(default)]
+    same_subnet: bool,
+    #[serde(default)]
+    announce: bool,
+    #[serde(default)]
+    control: Option<PathBuf>,
+    #[serde(default)]
+    signal: SignalFile,
+    #[serde(default)]
+    hmm: Option<HmmFile>,
+    #[serde(default)]
+    iface: Vec<IfaceFile>,
+}
+
+fn default_mode() -> String {
+    "fullmesh".into()
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignalFile {
+    socket: Option<PathBuf>,
+    csv: Option<PathBuf>,
+    driving: Option<DrivingFile>,
+    #[serde(default)]
+    nl80211: bool,
+    nl80211_interval_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DrivingFile {
+    file: PathBuf,
+    iface: String,
+    #[serde(default = "default_column")]
+    column: String,
+}
+
+fn default_column() -> String {
+    "RSRP".into()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HmmFile {
+    interval_ms: Option<u64>,
+    window: Option<usize>,
+    good_margin_db: Option<f64>,
+    bad_margin_db: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IfaceFile {
+    name: String,
+    threshold_dbm: Option<f64>,
+    alpha: Option<f64>,
+    #[serde(default)]
+    hysteresis_db: f64,
+    #[serde(default)]
+    backup: bool,
+}
+
+/// The daemon's settings.
+#[derive(Debug, Clone)]
+pub struct PmSettings {
+    pub policy: braid_pm::Config,
+    pub control: PathBuf,
+    pub signals: Vec<Source>,
+    /// Poll nl80211 station signal at this interval.
+    pub nl80211: Option<Duration>,
+    /// Interfaces to manage (empty: all but loopback).
+    pub managed: Vec<String>,
+}
+
+impl Default for PmSettings {
+    fn default() -> Self {
+        PmSettings {
+            policy: braid_pm::Config::default(),
+            control: PathBuf::from(DEFAULT_CONTROL),
+            signals: Vec::new(),
+            nl80211: None,
+            managed: Vec::new(),
+        }
+    }
+}
+
+/// Reads and checks a configuration file; the error is one line naming the file and the key.
+pub fn load(path: &Path) -> Result<PmSettings, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse(&text, path.parent().unwrap_or(Path::new(".")))
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Parses a configuration; relative file names are taken from `base`.
+pub fn parse(text: &str, base: &Path) -> Result<PmSettings, String> {
+    let table: toml::Table = toml::from_str(text).map_err(|e| one_line(&e.to_string()))?;
+    let f: File = serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+        let path = e.path().to_string();
+        let msg = one_line(&e.into_inner().to_string());
+        if path.is_empty() || path == "." {
+            msg
+        } else {
+            format!("key `{path}`: {msg}")
+        }
+    })?;
+    let mode = braid_pm::Mode::from_name(&f.mode).ok_or_else(|| {
+        format!(
+            "key `mode`: unknown mode `{}`; allowed: {}",
+            f.mode,
+            braid_pm::Mode::NAMES.join(", ")
+        )
+    })?;
+    let mut ifaces = Vec::new();
+    for (n, i) in f.iface.iter().enumerate() {
+        if i.name.is_empty() || i.name.len() > 15 {
+            return Err(format!(
+                "key `iface[{n}].name`: an interface name has 1 to 15 characters"
+            ));
+        }
+        if f.iface[..n].iter().any(|o| o.name == i.name) {
+            return Err(format!(
+                "key `iface[{n}].name`: interface `{}` is listed twice",
+                i.name
+            ));
+        }
+        let mut c = braid_pm::IfaceConfig::new(&i.name);
+        c.threshold_dbm = i.threshold_dbm;
+        if let Some(a) = i.alpha {
+            c.alpha = a;
+        }
+        c.hysteresis_db = i.hysteresis_db;
+        c.backup = i.backup;
+        ifaces.push(c);
+    }
+    let hmm = match &f.hmm {
+        None => None,
+        Some(h) => {
+            let d = braid_pm::HmmConfig::default();
+            Some(braid_pm::HmmConfig {
+                interval: h.interval_ms.map_or(d.interval, Duration::from_millis),
+                window: h.window.unwrap_or(d.window),
+                good_margin_db: h.good_margin_db.unwrap_or(d.good_margin_db),
+                bad_margin_db: h.bad_margin_db.unwrap_or(d.bad_margin_db),
+                ..d
+            })
+        }
+    };
+    let policy = braid_pm::Config {
+        mode,
+        ifaces,
+        remove_weak: f.remove_weak,
+        hmm,
+        same_subnet: f.same_subnet,
+        announce: f.announce,
+    };
+    policy.validate()?;
+    let abs = |p: &PathBuf| {
+        if p.is_absolute() {
+            p.clone()
+        } else {
+            base.join(p)
+        }
+    };
+    let mut signals = Vec::new();
+    if let Some(s) = &f.signal.socket {
+        signals.push(Source::Socket(s.clone()));
+    }
+    if let Some(c) = &f.signal.csv {
+        let p = abs(c);
+        if !p.is_file() {
+            return Err(format!("key `signal.csv`: no such file {}", p.display()));
+        }
+        signals.push(Source::Csv(p));
+    }
+    if let Some(d) = &f.signal.driving {
+        let p = abs(&d.file);
+        if !p.is_file() {
+            return Err(format!(
+                "key `signal.driving.file`: no such file {}",
+                p.display()
+            ));
+        }
+        signals.push(Source::Driving {
+            file: p,
+            iface: d.iface.clone(),
+            column: d.column.clone(),
+        });
+    }
+    let nl80211 = match (f.signal.nl80211, f.signal.nl80211_interval_ms) {
+        (false, Some(_)) => {
+            return Err(
+                "key `signal.nl80211_interval_ms`: set `signal.nl80211 = true` to poll Wi-Fi"
+                    .into(),
+            );
+        }
+        (false, None) => None,
+        (true, Some(0)) => {
+            return Err("key `signal.nl80211_interval_ms`: must be at least 1 millisecond".into());
+        }
+        (true, ms) => Some(Duration::from_millis(ms.unwrap_or(100))),
+    };
+    Ok(PmSettings {
+        managed: policy.ifaces.iter().map(|i| i.name.clone()).collect(),
+        policy,
+        control: f.control.unwrap_or_else(|| PathBuf::from(DEFAULT_CONTROL)),
+        signals,
+        nl80211,
+    })
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<PmSettings, String> {
+        parse(s, Path::new("/tmp"))
+    }
+
+    #[test]
+    fn full_example_parses() {
+        let s = p(r#"
+            mode = "cross"
+            same_subnet = true
+            control = "/tmp/x.sock"
+            [signal]
+            socket = "/tmp/sig.sock"
+            nl80211 = true
+            [hmm]
+            interval_ms = 2000
+            [[iface]]
+            name = "wlan0"
+            threshold_dbm = -75.0
+            alpha = 0.25
+            hysteresis_db = 2.0
+            [[iface]]
+            name = "wwan0"
+            backup = true
+        "#)
+        .unwrap();
+        assert_eq!(s.policy.mode, braid_pm::Mode::CrossLayer);
+        assert!(s.policy.same_subnet);
+        assert_eq!(s.policy.ifaces[0].alpha, 0.25);
+        assert_eq!(s.policy.ifaces[0].threshold_dbm, Some(-75.0));
+        assert!(s.policy.ifaces[1].backup);
+        assert_eq!(
+            s.policy.hmm.as_ref().unwrap().interval,
+            Duration::from_secs(2)
+        );
+        assert_eq!(s.signals, vec![Source::Socket("/tmp/sig.sock".into())]);
+        assert_eq!(s.nl80211, Some(Duration::from_millis(100)));
+        assert_eq!(s.managed, vec!["wlan0", "wwan0"]);
+    }
+
+    #[test]
+    fn defaults_are_full_mesh_everywhere() {
+        let s = p("").unwrap();
+        assert_eq!(s.policy.mode, braid_pm::Mode::FullMesh);
+        assert!(s.managed.is_empty());
+        assert_eq!(s.control, PathBuf::from(DEFAULT_CONTROL));
+    }
+
+    #[test]
+    fn errors_name_the_key_and_what_is_allowed() {
+        let cases = [
+            (
+                "mode = \"magic\"",
+                "key `mode`: unknown mode `magic`; allowed:",
+            ),
+            ("colour = 1", "unknown field `colour`"),
+            (
+                "[[iface]]\nname = \"w\"\nalpha = \"x\"",
+                "key `iface[0].alpha`",
+            ),
+            (
+                "[[iface]]\nname = \"w\"\nalpha = 2.0",
+                "alpha 2 out of range: allowed 0 < alpha ≤ 1",
+            ),
+            (
+                "mode = \"cross\"\n[[iface]]\nname = \"w\"",
+                "needs at least one interface with a threshold",
+            ),
+            (
+                "[[iface]]\nname = \"w\"\n[[iface]]\nname = \"w\"",
+                "listed twice",
+            ),
+            (
+                "[signal]\ncsv = \"/nonexistent.csv\"",
+                "key `signal.csv`: no such file",
+            ),
+            (
+                "[signal]\nnl80211_interval_ms = 5",
+                "set `signal.nl80211 = true`",
+            ),
+            ("[hmm]\nwindow = 0", "hmm window must be within 1..=64"),
+        ];
+        for (text, want) in cases {
+            let e = p(text).unwrap_err();
+            assert!(e.contains(want), "{text:?}: {e}");
+            assert!(!e.contains('\n'), "one line: {e}");
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! The `braid pm` event loop: kernel MPTCP events, rtnetlink, signal samples and the policy's
+//! timers in; userspace-path-manager requests out.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{Context, bail};
+use braid_core::Instant;
+use braid_io::signal::{SignalStats, Source};
+use braid_mptcp::rtmon::NetMonitor;
+use braid_mptcp::{PmClient, PmEvents};
+use braid_pm::{Event, Manager, PathManager};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::bridge::{Bridge, KernelOp};
+use super::config::PmSettings;
+
+/// Kernel requests that failed, kept for `status`.
+const ERRORS_KEPT: usize = 20;
+
+#[derive(Default)]
+struct Counters {
+    kernel_events: u64,
+    net_events: u64,
+    requests: u64,
+    request_errors: u64,
+    last_errors: VecDeque<String>,
+}
+
+/// Checks that the kernel can be driven: MPTCP enabled, the userspace path manager selected.
+pub fn preflight() -> anyhow::Result<()> {
+    let enabled = std::fs::read_to_string("/proc/sys/net/mptcp/enabled").map_err(|e| {
+        anyhow::anyhow!("this kernel has no MPTCP (/proc/sys/net/mptcp/enabled: {e})")
+    })?;
+    if enabled.trim() != "1" {
+        bail!("MPTCP is disabled: sysctl -w net.mptcp.enabled=1");
+    }
+    let mode = braid_mptcp::path_manager_mode()
+        .context("cannot read the kernel's MPTCP path manager setting")?;
+    if mode != "userspace" {
+        bail!(
+            "the kernel's MPTCP path manager is `{mode}`; braid pm drives the userspace path \
+             manager: sysctl -w net.mptcp.path_manager=userspace"
+        );
+    }
+    Ok(())
+}
+
+pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
+    preflight()?;
+    let start = std::time::Instant::now();
+    let now = move || Instant::from_micros(start.elapsed().as_micros() as u64);
+
+    let mut client = PmClient::connect()
+        .await
+        .context("mptcp_pm generic netlink")?;
+    // Subscribe to events before reading the interfaces, so nothing falls between the two.
+    let mut events = PmEvents::connect().await.context("mptcp_pm events")?;
+    let (mut netmon, snapshot) = NetMonitor::connect().await.context("rtnetlink")?;
+
+    let mut pm = Manager::new(settings.policy.clone()).map_err(anyhow::Error::msg)?;
+    let mut bridge = Bridge::new(settings.managed.clone());
+    let mut counters = Counters::default();
+    for n in &snapshot {
+        for e in bridge.on_net(n) {
+            pm.handle_event(now(), &e);
+        }
+    }
+    for name in &settings.managed {
+        if bridge.iface_by_name(name).is_none() {
+            tracing::warn!("configured interface {name} does not exist (yet)");
+        }
+    }
+
+    let (tx, mut rx) = mpsc::channel(4096);
+    let sig_stats = Arc::new(SignalStats::default());
+    let mut tasks = Vec::new();
+    for s in &settings.signals {
+        let t = match s {
+            Source::Socket(p) => braid_io::signal::spawn_socket(p, tx.clone(), sig_stats.clone())?,
+            _ => braid_io::signal::spawn_replay(s, tx.clone(), sig_stats.clone())?,
+        };
+        tasks.push(t);
+    }
+    if let Some(every) = settings.nl80211 {
+        match super::wifi::spawn(every, tx.clone(), sig_stats.clone()).await {
+            Ok(t) => tasks.push(t),
+            Err(e) => tracing::warn!("nl80211 signal input unavailable: {e}"),
+        }
+    }
+    drop(tx);
+
+    let snapshot_json = Arc::new(Mutex::new(Value::Null));
+    let shared = snapshot_json.clone();
+    let control = braid_io::control::serve(
+        &settings.control,
+        Arc::new(move |req| match req {
+            "status" | "" => shared.lock().map(|v| v.clone()).unwrap_or(Value::Null),
+            other => json!({ "error": format!("unknown request `{other}`: allowed status") }),
+        }),
+    )
+    .await?;
+    tracing::info!(
+        mode = mode_name(settings.policy.mode),
+        control = %settings.control.display(),
+        "braid pm running"
+    );
+
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut signal_open = true;
+    loop {
+        let deadline = pm
+            .poll_timeout()
+            .map(|t| tokio::time::Instant::from_std(start) + t.since_epoch());
+        let mut evs: Vec<Event> = Vec::new();
+        tokio::select! {
+            r = events.next() => {
+                let e = r.context("mptcp_pm events")?;
+                counters.kernel_events += 1;
+                tracing::debug!(?e, "kernel event");
+                evs = bridge.on_kernel(&e);
+            }
+            r = netmon.next() => {
+                let e = r.context("rtnetlink monitor")?;
+                counters.net_events += 1;
+                tracing::debug!(?e, "network event");
+                evs = bridge.on_net(&e);
+            }
+            s = rx.recv(), if signal_open => match s {
+                Some(s) => match bridge.iface_by_name(&s.iface) {
+                    Some(iface) => evs.push(Event::Signal { iface, rssi_dbm: s.rssi_dbm }),
+                    None => {
+                        sig_stats.unknown_iface.fetch_add(1, Ordering::Relaxed);
+                    }
+                },
+                None => signal_open = false,
+            },
+            () = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            } => pm.handle_timeout(now()),
+            _ = tokio::signal::ctrl_c() => break,
+            _ = sigterm.recv() => break,
+        }
+        for e in &evs {
+            pm.handle_event(now(), e);
+        }
+        while let Some(c) = pm.poll_command() {
+            let Some(op) = bridge.to_kernel(&c) else {
+                bridge.stale_commands += 1;
+                continue;
+            };
+            counters.requests += 1;
+            if let Err(e) = execute(&mut client, &op).await {
+                counters.request_errors += 1;
+                let msg = format!("{}: {e}", op.name());
+                tracing::warn!("{msg}");
+                if counters.last_errors.len() == ERRORS_KEPT {
+                    counters.last_errors.pop_front();
+                }
+                counters.last_errors.push_back(msg);
+            } else {
+                tracing::info!(?op, "kernel request done");
+                bridge.applied(&op);
+            }
+        }
+        let v = status_json(&pm, &bridge, &counters, &sig_stats, &events, now());
+        if let Ok(mut s) = snapshot_json.lock() {
+            *s = v;
+        }
+    }
+    tracing::info!("braid pm stopping");
+    control.abort();
+    for t in tasks {
+        t.abort();
+    }
+    let _ = std::fs::remove_file(&settings.control);
+    Ok(())
+}
+
+async fn execute(c: &mut PmClient, op: &KernelOp) -> Result<(), braid_mptcp::Error> {
+    match *op {
+        KernelOp::Announce { token, id, addr } => c.announce(token, id, addr, None).await,
+        KernelOp::Remove { token, id } => c.remove(token, id).await,
+        KernelOp::SubflowCreate {
+            token,
+            local_id,
+            local,
+            ifindex,
+            remote,
+            backup,
+        } => {
+            c.subflow_create(token, local_id, local, Some(ifindex), remote, backup)
+                .await
+        }
+        KernelOp::SubflowDestroy {
+            token,
+            local,
+            remote,
+        } => c.subflow_destroy(token, local, remote).await,
+        KernelOp::SetBackup {
+            token,
+            local,
+            remote,
+            backup,
+        } => c.set_backup(token, local, remote, backup).await,
+    }
+}
+
+fn status_json(
+    pm: &Manager,
+    bridge: &Bridge,
+    counters: &Counters,
+    sig: &SignalStats,
+    events: &PmEvents,
+    now: Instant,
+) -> Value {
+    let mode = mode_name(pm.config().mode);
+    let ifaces: Vec<Value> = pm
+        .ifaces()
+        .map(|i| {
+            let addrs: Vec<String> = bridge
+                .ifaces
+                .get(&i.iface.0)
+                .map(|b| b.addrs.iter().map(|a| a.to_string()).collect())
+                .unwrap_or_default();
+            json!({
+                "index": i.iface.0,
+                "name": i.name,
+                "up": i.up,
+                "addrs": addrs,
+                "rssi_dbm": i.rssi_dbm,
+                "threshold_dbm": i.threshold_dbm,
+                "good": i.good,
+                "predicted": i.predicted.map(|p| format!("{p:?}").to_lowercase()),
+                "flips": i.flips,
+                "samples": i.samples,
+            })
+        })
+        .collect();
+    let name_of = |idx: Option<u32>| {
+        idx.and_then(|i| bridge.ifaces.get(&i))
+            .map(|i| i.name.clone())
+    };
+    let conns: Vec<Value> = bridge
+        .conns
+        .iter()
+        .map(|(token, c)| {
+            let subflows: Vec<Value> = bridge
+                .subflows
+                .iter()
+                .filter(|(_, s)| s.token.0 == *token)
+                .map(|(id, s)| {
+                    json!({
+                        "id": id.0,
+                        "local": s.local.to_string(),
+                        "remote": s.remote.to_string(),
+                        "iface": name_of(s.ifindex),
+                        "backup": s.backup,
+                    })
+                })
+                .collect();
+            json!({
+                "token": token,
+                "local": c.local.to_string(),
+                "remote": c.remote.to_string(),
+                "server_side": c.server_side,
+                "established": c.established,
+                "subflows": subflows,
+            })
+        })
+        .collect();
+    let decisions: Vec<Value> = pm
+        .decisions()
+        .iter()
+        .rev()
+        .take(20)
+        .map(|d| {
+            json!({
+                "t_s": d.at.secs_f64(),
+                "iface": name_of(Some(d.iface.0)).unwrap_or_else(|| d.iface.to_string()),
+                "command": command_text(&d.command),
+                "reason": format!("{:?}", d.reason).to_lowercase(),
+                "rssi_dbm": d.rssi_dbm,
+            })
+        })
+        .collect();
+    let st = pm.stats();
+    json!({
+        "uptime_s": now.secs_f64(),
+        "mode": mode,
+        "ifaces": ifaces,
+        "connections": conns,
+        "decisions": decisions,
+        "stats": {
+            "subflows_created": st.subflows_created,
+            "subflows_removed": st.subflows_removed,
+            "backup_set": st.backup_set,
+            "backup_cleared": st.backup_cleared,
+            "signal_samples": st.signal_samples,
+            "kernel_events": counters.kernel_events,
+            "malformed_kernel_events": events.malformed(),
+            "event_overruns": events.overruns(),
+            "net_events": counters.net_events,
+            "kernel_requests": counters.requests,
+            "kernel_request_errors": counters.request_errors,
+            "stale_commands": bridge.stale_commands,
+        },
+        "last_errors": counters.last_errors.iter().collect::<Vec<_>>(),
+        "signal": sig.to_json(),
+    })
+}
+
+fn mode_name(m: braid_pm::Mode) -> &'static str {
+    braid_pm::Mode::NAMES
+        .iter()
+        .find(|n| braid_pm::Mode::from_name(n) == Some(m))
+        .copied()
+        .unwrap_or("?")
+}
+
+fn command_text(c: &braid_pm::Command) -> String {
+    use braid_pm::Command as C;
+    match c {
+        C::AnnounceAddr { local, .. } => format!("announce id {}", local.id.0),
+        C::WithdrawAddr { id, .. } => format!("withdraw id {}", id.0),
+        C::CreateSubflow { backup, .. } => {
+            if *backup {
+                "create subflow (backup)".into()
+            } else {
+                "create subflow".into()
+            }
+        }
+        C::RemoveSubflow { subflow, .. } => format!("remove subflow {}", subflow.0),
+        C::SetBackup {
+            subflow, backup, ..
+        } => {
+            if *backup {
+                format!("set backup on subflow {}", subflow.0)
+            } else {
+                format!("clear backup on subflow {}", subflow.0)
+            }
+        }
+    }
+}
