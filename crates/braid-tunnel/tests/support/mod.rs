@@ -344,7 +344,9 @@ pub fn iperf3_server(ns: &NetNs) -> Proc {
 }
 
 /// One TCP flow for `secs` seconds; the receiver's rate in Mbit/s.
-pub fn iperf3_tcp(ns: &NetNs, secs: u32) -> f64 {
+/// One iperf3 TCP flow for `secs` after 3 omitted seconds: (mean over the run, median of the
+/// one-second intervals), Mbit/s.
+pub fn iperf3_tcp(ns: &NetNs, secs: u32) -> (f64, f64) {
     let out = ns
         .exec(&[
             "iperf3",
@@ -355,8 +357,13 @@ pub fn iperf3_tcp(ns: &NetNs, secs: u32) -> f64 {
             "-t",
             &secs.to_string(),
             "-J",
+            // Steady state: slow start and the first queue build-up are not counted.
             "-O",
-            "1",
+            "3",
+            // Linux's default congestion control (this machine defaults to BBR, whose
+            // inflight cap of 2 x BDP at the fast path's RTT starves the slower path).
+            "-C",
+            "cubic",
         ])
         .expect("iperf3 client");
     let v: Value = serde_json::from_slice(&out.stdout).expect("iperf3 JSON");
@@ -378,10 +385,21 @@ pub fn iperf3_tcp(ns: &NetNs, secs: u32) -> f64 {
         "iperf3 Mbit/s per second: {}; inner TCP retransmits {retr}",
         per_s.join(" ")
     );
-    v["end"]["sum_received"]["bits_per_second"]
+    let mut steady: Vec<f64> = v["intervals"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["sum"]["omitted"] != true)
+        .filter_map(|i| i["sum"]["bits_per_second"].as_f64())
+        .map(|b| b / 1e6)
+        .collect();
+    steady.sort_by(f64::total_cmp);
+    let median = steady.get(steady.len() / 2).copied().unwrap_or(0.0);
+    let mean = v["end"]["sum_received"]["bits_per_second"]
         .as_f64()
         .unwrap_or_else(|| panic!("iperf3 gave no rate: {v}"))
-        / 1e6
+        / 1e6;
+    (mean, median)
 }
 
 /// Deterministic file contents.
