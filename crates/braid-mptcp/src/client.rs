@@ -17,7 +17,7 @@ use crate::genl::{AddrFlags, Endpoint, ParseError, PmAddr, PmCommand, PmEvent, T
 use crate::nl::{NlSocket, RequestError};
 
 // include/uapi/linux/genetlink.h
-const CTRL_ATTR_FAMILY_ID: u16 = 1;
+pub(crate) const CTRL_ATTR_FAMILY_ID: u16 = 1;
 const CTRL_ATTR_MCAST_GROUPS: u16 = 7;
 const CTRL_ATTR_MCAST_GRP_NAME: u16 = 1;
 const CTRL_ATTR_MCAST_GRP_ID: u16 = 2;
@@ -419,7 +419,7 @@ fn parse_family(attrs: &[u8]) -> Result<(u16, u32), ParseError> {
 }
 
 /// The attributes of a whole generic-netlink message (after both headers).
-fn genl_attrs(msg: &[u8]) -> Result<&[u8], ParseError> {
+pub(crate) fn genl_attrs(msg: &[u8]) -> Result<&[u8], ParseError> {
     msg.get(GENL_PAYLOAD_AT..)
         .ok_or_else(|| ParseError::Framing("generic-netlink reply cut short".into()))
 }
@@ -436,7 +436,7 @@ fn endpoint_of(msg: &[u8]) -> Result<Endpoint, ParseError> {
     Err(ParseError::Missing("MPTCP_PM_ATTR_ADDR"))
 }
 
-fn kernel_error(op: &'static str, e: RequestError) -> Error {
+pub(crate) fn kernel_error(op: &'static str, e: RequestError) -> Error {
     match e {
         RequestError::Io(e) => Error::Io(e),
         RequestError::Parse(e) => Error::Parse(e),

@@ -11,6 +11,7 @@ use netlink_packet_generic::ctrl::{GenlCtrl, GenlCtrlCmd};
 use netlink_sys::protocols::NETLINK_GENERIC;
 
 use crate::Error;
+use crate::client::{CTRL_ATTR_FAMILY_ID, genl_attrs, kernel_error};
 use crate::genl::{ParseError, attr};
 use crate::nl::{NlSocket, RawPayload, RequestError};
 
@@ -23,9 +24,6 @@ const NL80211_ATTR_IFINDEX: u16 = 3;
 const NL80211_ATTR_STA_INFO: u16 = 21;
 const NL80211_STA_INFO_SIGNAL: u16 = 7;
 const NL80211_STA_INFO_SIGNAL_AVG: u16 = 13;
-const CTRL_ATTR_FAMILY_ID: u16 = 1;
-/// `sizeof(struct nlmsghdr) + sizeof(struct genlmsghdr)`.
-const GENL_PAYLOAD_AT: usize = 16 + 4;
 const NLA_HDRLEN: usize = 4;
 
 /// Requests to nl80211 on one generic-netlink socket.
@@ -58,13 +56,13 @@ impl Nl80211 {
                     "the kernel has no nl80211 family: no Wi-Fi (cfg80211) driver is loaded",
                 )));
             }
-            Err(e) => return Err(request_error("CTRL_CMD_GETFAMILY", e)),
+            Err(e) => return Err(kernel_error("CTRL_CMD_GETFAMILY", e)),
         };
         let msg = replies
             .first()
             .ok_or_else(|| Error::Parse(ParseError::Framing("empty nlctrl reply".into())))?;
         let mut family = None;
-        for a in attr::walk(msg.get(GENL_PAYLOAD_AT..).unwrap_or(&[])) {
+        for a in attr::walk(genl_attrs(msg)?) {
             let (kind, v) = a?;
             if kind == CTRL_ATTR_FAMILY_ID {
                 family = Some(attr::get_u16("CTRL_ATTR_FAMILY_ID", v)?);
@@ -85,9 +83,9 @@ impl Nl80211 {
             .sock
             .request(req, true)
             .await
-            .map_err(|e| request_error("NL80211_CMD_GET_STATION", e))?;
+            .map_err(|e| kernel_error("NL80211_CMD_GET_STATION", e))?;
         for msg in &replies {
-            if let Some(s) = parse_station_signal(msg.get(GENL_PAYLOAD_AT..).unwrap_or(&[]))? {
+            if let Some(s) = parse_station_signal(genl_attrs(msg)?)? {
                 return Ok(Some(s));
             }
         }
@@ -131,18 +129,6 @@ pub fn parse_station_signal(attrs: &[u8]) -> Result<Option<i8>, ParseError> {
 
 fn libc_enoent() -> i32 {
     nix::errno::Errno::ENOENT as i32
-}
-
-fn request_error(op: &'static str, e: RequestError) -> Error {
-    match e {
-        RequestError::Io(e) => Error::Io(e),
-        RequestError::Parse(e) => Error::Parse(e),
-        RequestError::Kernel { errno, message } => Error::Kernel {
-            op,
-            errno,
-            msg: message,
-        },
-    }
 }
 
 #[cfg(test)]
