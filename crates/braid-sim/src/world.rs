@@ -1019,9 +1019,8 @@ impl<'a> World<'a> {
         let epoch = l.dirs[dir].epoch;
         let idx = match self.free.pop() {
             Some(i) => {
-                // Keep the pooled buffer's allocation: swap it out for this datagram.
-                let old = std::mem::replace(&mut self.packets[i as usize], data);
-                self.spare.push(old);
+                // The slot holds an empty vector: its buffer went back to the pool on delivery.
+                self.packets[i as usize] = data;
                 i
             }
             None => {

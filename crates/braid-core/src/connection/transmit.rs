@@ -46,6 +46,9 @@ impl Connection {
     /// nothing is to be sent now.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
+        // One allocation up front rather than regrowth while frames are appended (a pooled
+        // buffer may come back from carrying a small acknowledgement).
+        buf.reserve(self.cfg.max_datagram_size);
         self.now = self.now.max(now);
         if let Some(code) = self.close_frames_pending {
             return self.send_close(now, code, buf);
