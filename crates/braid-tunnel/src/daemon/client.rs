@@ -19,7 +19,6 @@ use braid_io::signal::{SignalStats, spawn_socket};
 use braid_pm::{self as pm, PathManager};
 use rand::RngExt;
 use serde_json::{Value, json};
-use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
@@ -95,7 +94,7 @@ struct Client {
     clock: Clock,
     links: Vec<Link>,
     /// One socket per link, in the same order.
-    socks: Vec<UdpSocket>,
+    socks: Vec<udp::Socket>,
     /// The link of the connection's first path.
     first_link: usize,
     tun: Tun,
@@ -109,7 +108,8 @@ struct Client {
     signal: Arc<SignalStats>,
     drops: Drops,
     connections: u64,
-    rx: Vec<u8>,
+    /// Receive buffers, taken while datagrams are handled.
+    rx: Option<udp::RxBatch>,
     dg: Vec<u8>,
     plain: Vec<u8>,
     sealed: Vec<u8>,
@@ -167,7 +167,7 @@ impl Client {
             signal: Arc::new(SignalStats::default()),
             drops: Drops::default(),
             connections: 0,
-            rx: vec![0; 65_536],
+            rx: Some(udp::RxBatch::default()),
             dg: Vec::with_capacity(2048),
             plain: Vec::with_capacity(2048),
             sealed: Vec::with_capacity(2048),
@@ -208,6 +208,7 @@ impl Client {
         let now = self.clock.now();
         let init = self.sec.start(now, &mut self.rng);
         self.send_secure(&init).await;
+        self.flush_sockets().await;
         loop {
             let deadline = self.deadline();
             let sleep = tokio::time::sleep_until(self.clock.tokio(deadline));
@@ -304,32 +305,29 @@ impl Client {
     async fn on_udp(&mut self, now: braid_core::Instant) {
         let mut handled = 0;
         let mut replies = Vec::new();
+        let mut rx = self.rx.take().unwrap_or_default();
         loop {
             let mut any = false;
             for i in 0..self.links.len() {
-                let (n, _from) = match self.socks[i].try_recv_from(&mut self.rx) {
-                    Ok(x) => x,
-                    Err(_) => continue,
-                };
-                any = true;
-                handled += 1;
-                let dg = std::mem::take(&mut self.rx);
-                if let Some(r) = self.on_datagram(now, &dg[..n]) {
-                    replies.push((i, r));
+                if self.socks[i].try_recv(&mut rx) == 0 {
+                    continue;
                 }
-                self.rx = dg;
+                any = true;
+                for (_from, dg) in rx.datagrams() {
+                    handled += 1;
+                    if let Some(r) = self.on_datagram(now, dg) {
+                        replies.push((i, r));
+                    }
+                }
             }
             if !any || handled >= RX_BUDGET {
                 break;
             }
         }
+        self.rx = Some(rx);
         for (i, r) in replies {
-            if udp::send(&self.socks[i], &r, self.links[i].gateway)
-                .await
-                .is_err()
-            {
-                self.drops.send_errors += 1;
-            }
+            let to = self.links[i].gateway;
+            self.drops.send_errors += self.socks[i].send(&r, to).await;
         }
     }
 
@@ -436,12 +434,8 @@ impl Client {
 
     async fn send_secure(&mut self, datagram: &[u8]) {
         let i = self.primary();
-        if udp::send(&self.socks[i], datagram, self.links[i].gateway)
-            .await
-            .is_err()
-        {
-            self.drops.send_errors += 1;
-        }
+        let to = self.links[i].gateway;
+        self.drops.send_errors += self.socks[i].send(datagram, to).await;
     }
 
     /// Sends the liveness probe of the current connection (see `tunnel::split`).
@@ -452,12 +446,8 @@ impl Client {
         let id = t.id.to_be_bytes();
         if self.sec.seal(now, &id, &mut self.sealed).is_ok() {
             let i = self.primary();
-            if udp::send(&self.socks[i], &self.sealed, self.links[i].gateway)
-                .await
-                .is_err()
-            {
-                self.drops.send_errors += 1;
-            }
+            let to = self.links[i].gateway;
+            self.drops.send_errors += self.socks[i].send(&self.sealed, to).await;
         }
     }
 
@@ -503,7 +493,19 @@ impl Client {
         }
     }
 
+    /// After any input: produce every datagram, then send the socket batches.
     async fn flush(&mut self, now: braid_core::Instant) {
+        self.produce(now).await;
+        self.flush_sockets().await;
+    }
+
+    async fn flush_sockets(&mut self) {
+        for s in &mut self.socks {
+            self.drops.send_errors += s.flush().await;
+        }
+    }
+
+    async fn produce(&mut self, now: braid_core::Instant) {
         while let Some(ev) = self.sec.poll_event() {
             match ev {
                 SecEvent::Established { index, .. } => {
@@ -545,7 +547,7 @@ impl Client {
         t.feed(now);
         while let Some(tx) = t.conn.poll_transmit(now, &mut self.dg) {
             let i = usize::from(tx.local.0);
-            let (Some(l), Some(sock)) = (self.links.get(i), self.socks.get(i)) else {
+            let (Some(l), Some(sock)) = (self.links.get(i), self.socks.get_mut(i)) else {
                 continue;
             };
             self.plain.clear();
@@ -555,9 +557,7 @@ impl Client {
                 self.drops.no_session += 1;
                 continue;
             }
-            if udp::send(sock, &self.sealed, l.gateway).await.is_err() {
-                self.drops.send_errors += 1;
-            }
+            self.drops.send_errors += sock.send(&self.sealed, l.gateway).await;
         }
         self.tun.flush().await;
     }
@@ -673,6 +673,7 @@ impl Client {
                 "name": l.name, "up": l.up, "gateway": l.gateway.to_string(), "backup": l.backup,
             })).collect::<Vec<_>>(),
             "connections_started": self.connections,
+            "udp": udp::io_json(&self.socks),
             "drops": drops,
             "secure": super::secure_json(self.sec.stats()),
             "signal": self.signal.to_json(),

@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 
 use braid_core::{Config, PathId, Side};
 use serde_json::{Value, json};
-use tokio::net::UdpSocket;
 use tracing::{debug, info, warn};
 
 use super::config::{GatewayConfig, Prefix, batch};
@@ -97,7 +96,7 @@ struct Peer {
 struct Gateway {
     cfg: GatewayConfig,
     clock: Clock,
-    socks: Vec<UdpSocket>,
+    socks: Vec<udp::Socket>,
     tun: Tun,
     sec: Responder,
     peers: Vec<Peer>,
@@ -105,7 +104,8 @@ struct Gateway {
     ptos: PtoSConfig,
     rng: rand::rngs::ThreadRng,
     drops: Drops,
-    rx: Vec<u8>,
+    /// Receive buffers, taken while datagrams are handled.
+    rx: Option<udp::RxBatch>,
     dg: Vec<u8>,
     plain: Vec<u8>,
     sealed: Vec<u8>,
@@ -178,7 +178,7 @@ impl Gateway {
             ptos,
             rng: rand::rng(),
             drops: Drops::default(),
-            rx: vec![0; 65_536],
+            rx: Some(udp::RxBatch::default()),
             dg: Vec::with_capacity(2048),
             plain: Vec::with_capacity(2048),
             sealed: Vec::with_capacity(2048),
@@ -288,27 +288,26 @@ impl Gateway {
 
     async fn on_udp(&mut self, now: braid_core::Instant) {
         let mut handled = 0;
+        let mut rx = self.rx.take().unwrap_or_default();
         loop {
             let mut any = false;
             for s in 0..self.socks.len() {
-                let (n, from) = match self.socks[s].try_recv_from(&mut self.rx) {
-                    Ok(x) => x,
-                    Err(_) => continue,
-                };
+                if self.socks[s].try_recv(&mut rx) == 0 {
+                    continue;
+                }
                 any = true;
-                handled += 1;
-                let dg = std::mem::take(&mut self.rx);
-                self.on_datagram(now, s, from, &dg[..n]);
-                self.rx = dg;
+                for (from, dg) in rx.datagrams() {
+                    handled += 1;
+                    self.on_datagram(now, s, from, dg);
+                }
             }
             if !any || handled >= RX_BUDGET {
                 break;
             }
         }
+        self.rx = Some(rx);
         for (s, to, reply) in std::mem::take(&mut self.replies) {
-            if udp::send(&self.socks[s], &reply, to).await.is_err() {
-                self.drops.send_errors += 1;
-            }
+            self.drops.send_errors += self.socks[s].send(&reply, to).await;
         }
     }
 
@@ -393,10 +392,8 @@ impl Gateway {
             }
         }
         while let Some(t) = self.sec.poll_transmit() {
-            if let Some((s, to)) = self.peers.get(t.peer.0 as usize).and_then(|p| p.last)
-                && udp::send(&self.socks[s], &t.datagram, to).await.is_err()
-            {
-                self.drops.send_errors += 1;
+            if let Some((s, to)) = self.peers.get(t.peer.0 as usize).and_then(|p| p.last) {
+                self.drops.send_errors += self.socks[s].send(&t.datagram, to).await;
             }
         }
         for peer in std::mem::take(&mut self.probes) {
@@ -410,13 +407,15 @@ impl Gateway {
                 .sec
                 .seal(now, peer, &t.id.to_be_bytes(), &mut self.sealed)
                 .is_ok()
-                && udp::send(&self.socks[s], &self.sealed, to).await.is_err()
             {
-                self.drops.send_errors += 1;
+                self.drops.send_errors += self.socks[s].send(&self.sealed, to).await;
             }
         }
         for pi in 0..self.peers.len() {
             self.flush_peer(now, pi).await;
+        }
+        for s in &mut self.socks {
+            self.drops.send_errors += s.flush().await;
         }
         self.tun.flush().await;
     }
@@ -471,9 +470,7 @@ impl Gateway {
                 self.drops.no_session += 1;
                 continue;
             }
-            if udp::send(&self.socks[s], &self.sealed, to).await.is_err() {
-                self.drops.send_errors += 1;
-            }
+            self.drops.send_errors += self.socks[s].send(&self.sealed, to).await;
         }
     }
 
@@ -539,6 +536,7 @@ impl Gateway {
             "listen": self.cfg.listen.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             "clients_configured": self.peers.len(),
             "sessions": self.sec.session_count(),
+            "udp": udp::io_json(&self.socks),
             "drops": drops,
             "secure": super::secure_json(self.sec.stats()),
             "connections": conns,

@@ -1,25 +1,57 @@
 //! The outer UDP sockets: one per client link (bound to its interface), one per gateway listen
-//! address; large buffers; readiness over many sockets at once; sends that wait out `EAGAIN`.
+//! address; large buffers; readiness over many sockets at once.
+//!
+//! I/O is batched with quinn-udp: datagrams queued for the same destination with the same size
+//! leave in one `sendmsg` with UDP generic segmentation offload (GSO, the last segment may be
+//! shorter), and one `recvmmsg` reads up to [`quinn_udp::BATCH_SIZE`] messages, each possibly
+//! several datagrams coalesced by the kernel (GRO) and split again here by their stride. Where
+//! the kernel lacks GSO, quinn-udp falls back to one datagram per call.
 
 use std::future::poll_fn;
-use std::io;
+use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::task::Poll;
 
 use nix::sys::socket::{setsockopt, sockopt};
-use socket2::{Domain, Protocol, Socket, Type};
+use quinn_udp::{RecvMeta, Transmit, UdpSockRef, UdpSocketState};
+use socket2::{Domain, Protocol, Type};
+use tokio::io::Interest;
 use tokio::net::UdpSocket;
 
 /// Socket buffers asked for (the kernel caps them at `net.core.{r,w}mem_max` unless root).
 const SOCKET_BUFFER: usize = 4 << 20;
+/// Bytes of one GSO send at most (the UDP length field bounds the super-datagram).
+const GSO_BYTES: usize = 60_000;
+/// Room for one received message: with GRO the kernel coalesces up to 64 KiB.
+const RX_MESSAGE: usize = 64 * 1024;
+
+/// A UDP socket with a send batch.
+#[derive(Debug)]
+pub struct Socket {
+    io: UdpSocket,
+    state: UdpSocketState,
+    /// Queued datagrams, back to back: all `seg` bytes long but the last one, all for `to`.
+    tx: Vec<u8>,
+    to: Option<SocketAddr>,
+    seg: usize,
+    count: usize,
+    /// The last queued datagram was shorter than `seg`: the batch takes no more.
+    closed: bool,
+    stats: IoStats,
+}
+
+/// System calls and datagrams, to show how well I/O batches.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IoStats {
+    pub send_calls: u64,
+    pub datagrams_sent: u64,
+    pub recv_calls: u64,
+    pub datagrams_received: u64,
+}
 
 /// A UDP socket for a client link: bound to interface `device` (SO_BINDTODEVICE) and to
 /// `source` if given, port chosen by the kernel, of the family of `peer`.
-pub fn link_socket(
-    device: &str,
-    source: Option<IpAddr>,
-    peer: SocketAddr,
-) -> io::Result<UdpSocket> {
+pub fn link_socket(device: &str, source: Option<IpAddr>, peer: SocketAddr) -> io::Result<Socket> {
     let local = match (source, peer) {
         (Some(ip), _) => SocketAddr::new(ip, 0),
         (None, SocketAddr::V4(_)) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
@@ -30,19 +62,19 @@ pub fn link_socket(
         .map_err(|e| io::Error::new(e.kind(), format!("bind to interface {device}: {e}")))?;
     s.bind(&local.into())
         .map_err(|e| io::Error::new(e.kind(), format!("bind {local}: {e}")))?;
-    UdpSocket::from_std(s.into())
+    Socket::new(s)
 }
 
 /// A UDP socket listening on `addr` (the gateway).
-pub fn listen_socket(addr: SocketAddr) -> io::Result<UdpSocket> {
+pub fn listen_socket(addr: SocketAddr) -> io::Result<Socket> {
     let s = new_socket(addr)?;
     s.bind(&addr.into())
         .map_err(|e| io::Error::new(e.kind(), format!("bind {addr}: {e}")))?;
-    UdpSocket::from_std(s.into())
+    Socket::new(s)
 }
 
-fn new_socket(addr: SocketAddr) -> io::Result<Socket> {
-    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+fn new_socket(addr: SocketAddr) -> io::Result<socket2::Socket> {
+    let s = socket2::Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     s.set_nonblocking(true)?;
     // The FORCE variants pass rmem_max/wmem_max (root); otherwise the capped ones.
     if setsockopt(&s, sockopt::RcvBufForce, &SOCKET_BUFFER).is_err() {
@@ -57,13 +89,169 @@ fn new_socket(addr: SocketAddr) -> io::Result<Socket> {
     Ok(s)
 }
 
+impl Socket {
+    fn new(s: socket2::Socket) -> io::Result<Socket> {
+        let state = UdpSocketState::new(UdpSockRef::from(&s))?;
+        Ok(Socket {
+            io: UdpSocket::from_std(s.into())?,
+            state,
+            tx: Vec::with_capacity(GSO_BYTES),
+            to: None,
+            seg: 0,
+            count: 0,
+            closed: false,
+            stats: IoStats::default(),
+        })
+    }
+
+    /// Queues one datagram for `to`, sending the batch first if the datagram cannot join it.
+    /// Returns the number of datagrams lost to send errors (an interface down, no route): they
+    /// are lost as on a wire.
+    pub async fn send(&mut self, datagram: &[u8], to: SocketAddr) -> u64 {
+        let mut lost = 0;
+        if self.count > 0
+            && (self.to != Some(to)
+                || self.closed
+                || datagram.len() > self.seg
+                || self.count >= self.state.max_gso_segments()
+                || self.tx.len() + datagram.len() > GSO_BYTES)
+        {
+            lost = self.flush().await;
+        }
+        if self.count == 0 {
+            self.to = Some(to);
+            self.seg = datagram.len();
+        }
+        self.tx.extend_from_slice(datagram);
+        self.count += 1;
+        self.closed = datagram.len() < self.seg;
+        lost
+    }
+
+    /// Sends the queued batch, waiting while the socket buffer is full. Returns the number of
+    /// datagrams lost to send errors.
+    pub async fn flush(&mut self) -> u64 {
+        let (Some(to), count) = (self.to, self.count) else {
+            return 0;
+        };
+        if count == 0 {
+            return 0;
+        }
+        let transmit = Transmit {
+            destination: to,
+            ecn: None,
+            contents: &self.tx,
+            segment_size: (count > 1).then_some(self.seg),
+            src_ip: None,
+        };
+        let r = loop {
+            let r = self.io.try_io(Interest::WRITABLE, || {
+                self.state.try_send(UdpSockRef::from(&self.io), &transmit)
+            });
+            match r {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if let Err(e) = self.io.writable().await {
+                        break Err(e);
+                    }
+                }
+                r => break r,
+            }
+        };
+        self.stats.send_calls += 1;
+        if r.is_ok() {
+            self.stats.datagrams_sent += count as u64;
+        }
+        self.tx.clear();
+        self.count = 0;
+        self.to = None;
+        self.closed = false;
+        match r {
+            Ok(()) => 0,
+            Err(_) => count as u64,
+        }
+    }
+
+    /// Reads what is ready without waiting into `rx`; returns the number of messages read
+    /// (0 when nothing was ready or on a receive error).
+    pub fn try_recv(&mut self, rx: &mut RxBatch) -> usize {
+        let mut iovs: Vec<IoSliceMut<'_>> =
+            rx.buf.chunks_mut(RX_MESSAGE).map(IoSliceMut::new).collect();
+        let r = self.io.try_io(Interest::READABLE, || {
+            self.state
+                .recv(UdpSockRef::from(&self.io), &mut iovs, &mut rx.meta)
+        });
+        let n = r.unwrap_or(0);
+        rx.n = n;
+        if n > 0 {
+            self.stats.recv_calls += 1;
+            self.stats.datagrams_received += rx.datagrams().count() as u64;
+        }
+        n
+    }
+}
+
+/// The I/O counters of `socks` summed, and the GSO segment limit, for the status document.
+pub fn io_json(socks: &[Socket]) -> serde_json::Value {
+    let mut t = IoStats::default();
+    for s in socks {
+        t.send_calls += s.stats.send_calls;
+        t.datagrams_sent += s.stats.datagrams_sent;
+        t.recv_calls += s.stats.recv_calls;
+        t.datagrams_received += s.stats.datagrams_received;
+    }
+    serde_json::json!({
+        "send_calls": t.send_calls,
+        "datagrams_sent": t.datagrams_sent,
+        "recv_calls": t.recv_calls,
+        "datagrams_received": t.datagrams_received,
+        "gso_segments_max": socks.iter().map(|s| s.state.max_gso_segments()).max().unwrap_or(1),
+        "gro_segments": socks.iter().map(|s| s.state.gro_segments()).max().unwrap_or(1),
+    })
+}
+
+/// Receive buffers for one batched read.
+pub struct RxBatch {
+    buf: Vec<u8>,
+    meta: Vec<RecvMeta>,
+    n: usize,
+}
+
+impl Default for RxBatch {
+    fn default() -> Self {
+        RxBatch {
+            buf: vec![0; RX_MESSAGE * quinn_udp::BATCH_SIZE],
+            meta: vec![RecvMeta::default(); quinn_udp::BATCH_SIZE],
+            n: 0,
+        }
+    }
+}
+
+impl RxBatch {
+    /// The datagrams of the last read with their source addresses, coalesced messages split.
+    pub fn datagrams(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> {
+        self.meta[..self.n]
+            .iter()
+            .zip(self.buf.chunks(RX_MESSAGE))
+            .flat_map(|(m, b)| {
+                let stride = if m.stride == 0 {
+                    m.len.max(1)
+                } else {
+                    m.stride
+                };
+                b[..m.len.min(b.len())]
+                    .chunks(stride)
+                    .map(move |d| (m.addr, d))
+            })
+    }
+}
+
 /// Waits until one of `socks` is readable and returns its index; fair by rotating `start`.
-pub async fn readable(socks: &[UdpSocket], start: usize) -> usize {
+pub async fn readable(socks: &[Socket], start: usize) -> usize {
     poll_fn(|cx| {
         let n = socks.len();
         for k in 0..n {
             let i = (start + k) % n;
-            if socks[i].poll_recv_ready(cx).is_ready() {
+            if socks[i].io.poll_recv_ready(cx).is_ready() {
                 return Poll::Ready(i);
             }
         }
@@ -72,14 +260,70 @@ pub async fn readable(socks: &[UdpSocket], start: usize) -> usize {
     .await
 }
 
-/// Sends one datagram, waiting while the socket buffer is full. Errors other than a full
-/// buffer (an interface down, no route) are returned: the datagram is lost, as on a wire.
-pub async fn send(sock: &UdpSocket, buf: &[u8], to: SocketAddr) -> io::Result<()> {
-    loop {
-        match sock.try_send_to(buf, to) {
-            Ok(_) => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => sock.writable().await?,
-            Err(e) => return Err(e),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loopback() -> SocketAddr {
+        "127.0.0.1:0".parse().unwrap()
+    }
+
+    /// Datagrams of one size go out in few calls (GSO where the kernel has it), a shorter one
+    /// closes the batch, a new destination starts another; every datagram arrives intact, in
+    /// order, split again on the receiving side.
+    #[tokio::test]
+    async fn batches_split_back_into_the_datagrams_sent() {
+        let mut tx = listen_socket(loopback()).unwrap();
+        let mut rx = listen_socket(loopback()).unwrap();
+        let mut other = listen_socket(loopback()).unwrap();
+        let to = rx.io.local_addr().unwrap();
+        let to_other = other.io.local_addr().unwrap();
+        let mut sent = Vec::new();
+        for i in 0..40u8 {
+            let len = if i == 19 { 300 } else { 1200 };
+            let d = vec![i; len];
+            assert_eq!(tx.send(&d, to).await, 0);
+            sent.push(d);
         }
+        assert_eq!(tx.send(b"elsewhere", to_other).await, 0);
+        assert_eq!(tx.flush().await, 0);
+        assert_eq!(tx.stats.datagrams_sent, 41);
+        if tx.state.max_gso_segments() > 1 {
+            // Datagrams 0..=19 (the short one last), 20..40, and the other destination.
+            assert_eq!(tx.stats.send_calls, 3, "{:?}", tx.stats);
+        }
+        let mut got = Vec::new();
+        let mut batch = RxBatch::default();
+        let t0 = std::time::Instant::now();
+        while got.len() < sent.len() && t0.elapsed() < std::time::Duration::from_secs(5) {
+            rx.io.readable().await.unwrap();
+            if rx.try_recv(&mut batch) > 0 {
+                got.extend(batch.datagrams().map(|(_, d)| d.to_vec()));
+            }
+        }
+        assert_eq!(got, sent);
+        assert_eq!(rx.stats.datagrams_received, 40);
+        other.io.readable().await.unwrap();
+        assert_eq!(other.try_recv(&mut batch), 1);
+        let (from, d) = batch.datagrams().next().unwrap();
+        assert_eq!(d, b"elsewhere");
+        assert_eq!(from, tx.io.local_addr().unwrap());
+    }
+
+    /// A send that fails loses its datagrams and says how many; the socket goes on working.
+    #[tokio::test]
+    async fn send_errors_count_the_datagrams_lost() {
+        let mut tx = listen_socket(loopback()).unwrap();
+        let rx = listen_socket(loopback()).unwrap();
+        // Broadcast without SO_BROADCAST: the kernel refuses with EACCES.
+        let refused: SocketAddr = "255.255.255.255:9".parse().unwrap();
+        for _ in 0..3 {
+            assert_eq!(tx.send(&[0; 100], refused).await, 0);
+        }
+        assert_eq!(tx.flush().await, 3);
+        assert_eq!(tx.stats.datagrams_sent, 0);
+        tx.send(b"after", rx.io.local_addr().unwrap()).await;
+        assert_eq!(tx.flush().await, 0);
+        assert_eq!(tx.stats.datagrams_sent, 1);
     }
 }
