@@ -39,10 +39,14 @@ fn main() {
         "braid tunnel throughput: one TCP flow (iperf3, CUBIC), {SECS} s after 2 s omitted, unshaped veth"
     );
 
-    // 1. The encrypted tunnel over both links.
-    {
-        let _gw = Daemon::gateway(&topo.gw, gateway_config(&topo, &keys, ""));
-        let cl = Daemon::client(&topo.client, client_config(&topo, &keys, "", ""));
+    // 1. The encrypted tunnel over both links, without and with TUN offload (TSO/GRO).
+    for offload in [false, true] {
+        let mut gcfg = gateway_config(&topo, &keys, "");
+        let mut ccfg = client_config(&topo, &keys, "", "");
+        gcfg.tun.offload = offload;
+        ccfg.tun.offload = offload;
+        let _gw = Daemon::gateway(&topo.gw, gcfg);
+        let cl = Daemon::client(&topo.client, ccfg);
         wait_paths(&cl, 2, Duration::from_secs(10));
         let _srv = iperf3_server(&topo.server);
         let before = link_bytes(&topo.client);
@@ -56,12 +60,11 @@ fn main() {
         let per_call = |d: &str, c: &str| {
             udp[d].as_f64().unwrap_or(0.0) / udp[c].as_f64().unwrap_or(1.0).max(1.0)
         };
-        report(
-            "braid tunnel (Noise, braid core, 2 links)",
-            gbit,
-            before,
-            after,
+        let name = format!(
+            "braid tunnel (Noise, braid core, 2 links{})",
+            if offload { ", TUN offload" } else { "" }
         );
+        report(&name, gbit, before, after);
         println!(
             "    daemons' CPU {cpu:.0} % of one core; client datagrams per send call {:.1}, per \
              receive call {:.1} (GSO max {} segments)",
@@ -109,7 +112,7 @@ fn main() {
 
 fn report(name: &str, gbit: f64, before: [u64; 2], after: [u64; 2]) {
     println!(
-        "  {name:<44} {gbit:>6.2} Gbit/s   c0 {:>6.0} MB, c1 {:>6.0} MB",
+        "  {name:<54} {gbit:>6.2} Gbit/s   c0 {:>6.0} MB, c1 {:>6.0} MB",
         (after[0] - before[0]) as f64 / 1e6,
         (after[1] - before[1]) as f64 / 1e6,
     );
