@@ -43,6 +43,9 @@ pub async fn run_client_until(
     cfg: ClientConfig,
     stop: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
+    if cfg.transport == super::Transport::Mptcp {
+        return super::stream::run_client(cfg, stop).await;
+    }
     let mut c = Client::new(cfg)?;
     let shared: Shared = Arc::new(Mutex::new(Value::Null));
     c.publish(&shared);

@@ -68,6 +68,23 @@ pub struct ClientConfig {
     /// Keepalive interval towards the gateway when nothing else is sent (ms).
     #[serde(default = "default_keepalive_ms")]
     pub keepalive_ms: u64,
+    /// What carries the packet stream: `braid` or `mptcp` (see [`Transport`]).
+    #[serde(default)]
+    pub transport: Transport,
+}
+
+/// What carries the packet stream between client and gateway; both ends must agree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// The braid core over UDP, one socket per link: scheduler, reinjection, congestion
+    /// control and path manager from this configuration.
+    #[default]
+    Braid,
+    /// One kernel MPTCP connection (IPPROTO_MPTCP) to the gateway's `listen` address (TCP);
+    /// the kernel's path manager opens the subflows (`braid pm` with the userspace path
+    /// manager, or the in-kernel one). `[connection]`, `[batch]` and `[pm]` do not apply.
+    Mptcp,
 }
 
 /// One client interface.
@@ -125,6 +142,10 @@ pub struct GatewayConfig {
     /// A client silent for this long (ms) loses its connection.
     #[serde(default = "default_client_timeout_ms")]
     pub client_timeout_ms: u64,
+    /// What carries the packet stream: `braid` (UDP on `listen`) or `mptcp` (MPTCP on
+    /// `listen`, TCP); see [`Transport`].
+    #[serde(default)]
+    pub transport: Transport,
 }
 
 /// A client the gateway accepts.

@@ -40,6 +40,9 @@ pub async fn run_gateway_until(
     cfg: GatewayConfig,
     stop: impl Future<Output = ()>,
 ) -> Result<(), DaemonError> {
+    if cfg.transport == super::Transport::Mptcp {
+        return super::stream::run_gateway(cfg, stop).await;
+    }
     let mut gw = Gateway::new(cfg)?;
     let shared: Shared = Arc::new(Mutex::new(Value::Null));
     gw.publish(&shared);

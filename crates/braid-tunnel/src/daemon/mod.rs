@@ -23,6 +23,7 @@ mod client;
 mod config;
 mod gateway;
 mod status;
+mod stream;
 mod tun;
 mod tunnel;
 mod udp;
@@ -32,7 +33,7 @@ use std::time::Duration;
 pub use client::{run_client, run_client_until};
 pub use config::{
     BatchConfig, ClientConfig, ConfigError, ConnectionConfig, ENV_PREFIX, GatewayConfig,
-    LinkConfig, OpsConfig, PeerConfig, PmConfig, Prefix, TunConfig,
+    LinkConfig, OpsConfig, PeerConfig, PmConfig, Prefix, Transport, TunConfig,
 };
 pub use gateway::{run_gateway, run_gateway_until};
 pub use status::{prometheus, status_table};

@@ -101,6 +101,10 @@ pub fn status_table(v: &Value) -> String {
             }
         );
     }
+    if v["transport"] == "mptcp" {
+        stream_table(&mut out, v);
+        return out;
+    }
     let empty = Vec::new();
     for c in v["connections"].as_array().unwrap_or(&empty) {
         let _ = writeln!(
@@ -171,6 +175,47 @@ pub fn status_table(v: &Value) -> String {
         }
     }
     out
+}
+
+/// The MPTCP transport's part: the stream and, on a gateway, its clients.
+fn stream_table(out: &mut String, v: &Value) {
+    let st = &v["stream"];
+    let _ = writeln!(
+        out,
+        "transport mptcp   sent {} in {} records   received {} in {} records",
+        bytes(&st["bytes_sent"]),
+        st["records_sent"],
+        bytes(&st["bytes_received"]),
+        st["records_received"],
+    );
+    if v["role"] == "client" {
+        let _ = writeln!(
+            out,
+            "{}  gateway {}  local {}  (connections started: {}; subflows: braid pm status)",
+            if v["connected"] == true {
+                "connected"
+            } else {
+                "connecting"
+            },
+            v["gateway"].as_str().unwrap_or("-"),
+            v["local"].as_str().unwrap_or("-"),
+            v["connections_started"],
+        );
+    }
+    for c in v["clients"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "client {:<16} {:<11} from {:<24} connections {}",
+            c["name"].as_str().unwrap_or("?"),
+            if c["connected"] == true {
+                "connected"
+            } else {
+                "-"
+            },
+            c["remote"].as_str().unwrap_or("-"),
+            c["connections"],
+        );
+    }
 }
 
 fn bytes(v: &Value) -> String {

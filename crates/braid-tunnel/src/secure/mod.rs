@@ -101,7 +101,7 @@
 mod initiator;
 mod keys;
 mod limit;
-mod noise;
+pub(crate) mod noise;
 mod replay;
 mod responder;
 mod session;
