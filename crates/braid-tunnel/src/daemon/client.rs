@@ -441,16 +441,33 @@ impl Client {
         self.drops.send_errors += self.socks[i].send(datagram, to).await;
     }
 
-    /// Sends the liveness probe of the current connection (see `tunnel::split`).
+    /// Sends the liveness probes of the current connection (see `tunnel::split`): one on
+    /// every link that is up, naming the link's established path. The gateway learns from it
+    /// the path's current address when the client has nothing else to send on the path (a
+    /// download alone: the gateway's datagrams to a stale address bring nothing to
+    /// acknowledge), and the link's NAT mapping is kept alive.
     async fn probe(&mut self, now: braid_core::Instant) {
         let Some(t) = &self.tunnel else {
             return;
         };
-        let id = t.id.to_be_bytes();
-        if self.sec.seal(now, &id, &mut self.sealed).is_ok() {
-            let i = self.primary();
-            let to = self.links[i].gateway;
-            self.drops.send_errors += self.socks[i].send(&self.sealed, to).await;
+        let id = t.id;
+        let probes: Vec<(usize, Option<PathId>)> = (0..self.links.len())
+            .filter(|&i| self.links[i].up)
+            .map(|i| {
+                let path = t
+                    .conn
+                    .paths()
+                    .find(|p| usize::from(p.local.0) == i && p.established)
+                    .map(|p| p.id);
+                (i, path)
+            })
+            .collect();
+        for (i, path) in probes {
+            tunnel::probe_plaintext(id, path, &mut self.plain);
+            if self.sec.seal(now, &self.plain, &mut self.sealed).is_ok() {
+                let to = self.links[i].gateway;
+                self.drops.send_errors += self.socks[i].send(&self.sealed, to).await;
+            }
         }
     }
 

@@ -3,8 +3,10 @@
 //! destination (`allowed_ips`).
 //!
 //! A path's peer address is the source of the latest datagram that authenticated and that the
-//! connection accepted on that path, so a client behind a NAT that rebinds, or that changes
-//! address, keeps its connection: answers follow it at once.
+//! connection accepted on that path (one of its core datagrams, or the client's liveness probe
+//! naming it, which comes every keepalive interval on each link), so a client behind a NAT
+//! that rebinds, or that changes address, keeps its connection: answers follow it at once, or
+//! within a keepalive interval when the client has nothing else to send on that path.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -160,8 +162,11 @@ impl Gateway {
             });
         }
         let mut socks = Vec::new();
+        let v6_only = cfg.listen.iter().any(|a| a.is_ipv4());
         for a in &cfg.listen {
-            socks.push(udp::listen_socket(*a).map_err(|e| DaemonError(format!("listen: {e}")))?);
+            socks.push(
+                udp::listen_socket(*a, v6_only).map_err(|e| DaemonError(format!("listen: {e}")))?,
+            );
         }
         let outer = if cfg.listen.iter().any(|a| a.is_ipv6()) {
             1452
@@ -356,8 +361,14 @@ impl Gateway {
             p.connections += 1;
         }
         let t = p.tunnel.as_mut().expect("just set");
-        if core.is_empty() {
-            // A liveness probe: echo it (see `tunnel::split`).
+        if let Some(path) = tunnel::probe(core) {
+            // A liveness probe: echo it (see `tunnel::split`); the path it names is there.
+            if let Some(path) = path.filter(|&id| t.conn.path(id).is_some()) {
+                let prev = p.addrs.insert(path, (sock, from));
+                if prev.is_some_and(|(_, a)| a != from) {
+                    info!(client = %p.name, path = path.0, %from, "path address changed (probe)");
+                }
+            }
             self.probes.push(peer);
             return;
         }

@@ -142,11 +142,12 @@ fn libc_einprogress() -> i32 {
     nix::errno::Errno::EINPROGRESS as i32
 }
 
-fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+/// An MPTCP listener on `addr`; IPv6 also takes IPv4 unless `v6_only` (see `udp::listen_socket`).
+fn listen(addr: SocketAddr, v6_only: bool) -> io::Result<TcpListener> {
     let s = mptcp_socket(addr)?;
     s.set_reuse_address(true)?;
     if addr.is_ipv6() {
-        let _ = s.set_only_v6(false);
+        s.set_only_v6(v6_only)?;
     }
     s.bind(&addr.into())
         .map_err(|e| io::Error::new(e.kind(), format!("bind {addr}: {e}")))?;
@@ -545,8 +546,9 @@ pub async fn run_gateway(
     }
     let peers: Peers = Arc::new(Mutex::new(list));
     let mut listeners = Vec::new();
+    let v6_only = cfg.listen.iter().any(|a| a.is_ipv4());
     for a in &cfg.listen {
-        listeners.push(listen(*a).map_err(|e| DaemonError(format!("listen: {e}")))?);
+        listeners.push(listen(*a, v6_only).map_err(|e| DaemonError(format!("listen: {e}")))?);
     }
     let tun = Tun::create(&cfg.tun).map_err(|e| DaemonError(e.to_string()))?;
     let max = usize::from(cfg.tun.mtu);

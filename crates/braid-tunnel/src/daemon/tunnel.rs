@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use braid_core::{Config, Connection, Instant, Side};
+use braid_core::{Config, Connection, Instant, PathId, Side};
 
 use crate::frame::{FrameError, PtoS, PtoSConfig, PushError, StoP};
 
@@ -123,13 +123,40 @@ impl Tunnel {
 }
 
 /// Splits a plaintext into its connection id and core datagram. A plaintext of the id
-/// alone (empty datagram) is a liveness probe: the client sends one every keepalive interval
-/// and the gateway echoes it on the connection it belongs to, so a client whose gateway lost
-/// its state notices (the secure layer's receive timeout) even when no data flows.
+/// alone (empty datagram), or of the id and a path id ([`probe`]), is a liveness probe:
+/// the client sends one on every link each keepalive interval, naming the link's path, and
+/// the gateway echoes it on the connection it belongs to, so a client whose gateway lost its
+/// state notices (the secure layer's receive timeout) even when no data flows. A probe that
+/// names a path also tells the gateway that path's current address (a NAT that rebound, a
+/// re-addressed interface) when the client has nothing else to send on it.
 pub fn split(plaintext: &[u8]) -> Option<(u32, &[u8])> {
     if plaintext.len() < CONN_ID_LEN {
         return None;
     }
     let (id, rest) = plaintext.split_at(CONN_ID_LEN);
     Some((u32::from_be_bytes([id[0], id[1], id[2], id[3]]), rest))
+}
+
+/// Bytes of the path id in a liveness probe that names its path.
+pub const PROBE_PATH_LEN: usize = 4;
+
+/// Whether the core part of a plaintext ([`split`]) is a liveness probe; with the path it
+/// names, if any. A core datagram is never this short (its header alone takes 7 bytes).
+pub fn probe(core: &[u8]) -> Option<Option<PathId>> {
+    match core.len() {
+        0 => Some(None),
+        PROBE_PATH_LEN => Some(Some(PathId(u32::from_be_bytes([
+            core[0], core[1], core[2], core[3],
+        ])))),
+        _ => None,
+    }
+}
+
+/// The plaintext of a liveness probe of connection `id` naming `path`: into `out`.
+pub fn probe_plaintext(id: u32, path: Option<PathId>, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&id.to_be_bytes());
+    if let Some(p) = path {
+        out.extend_from_slice(&p.0.to_be_bytes());
+    }
 }

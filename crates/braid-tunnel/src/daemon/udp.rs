@@ -57,7 +57,7 @@ pub fn link_socket(device: &str, source: Option<IpAddr>, peer: SocketAddr) -> io
         (None, SocketAddr::V4(_)) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
         (None, SocketAddr::V6(_)) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
     };
-    let s = new_socket(local)?;
+    let s = new_socket(local, false)?;
     s.bind_device(Some(device.as_bytes()))
         .map_err(|e| io::Error::new(e.kind(), format!("bind to interface {device}: {e}")))?;
     s.bind(&local.into())
@@ -65,15 +65,16 @@ pub fn link_socket(device: &str, source: Option<IpAddr>, peer: SocketAddr) -> io
     Socket::new(s)
 }
 
-/// A UDP socket listening on `addr` (the gateway).
-pub fn listen_socket(addr: SocketAddr) -> io::Result<Socket> {
-    let s = new_socket(addr)?;
+/// A UDP socket listening on `addr` (the gateway). An IPv6 socket also takes IPv4 (mapped
+/// addresses) unless `v6_only`: set it when an IPv4 socket listens on the same port.
+pub fn listen_socket(addr: SocketAddr, v6_only: bool) -> io::Result<Socket> {
+    let s = new_socket(addr, v6_only)?;
     s.bind(&addr.into())
         .map_err(|e| io::Error::new(e.kind(), format!("bind {addr}: {e}")))?;
     Socket::new(s)
 }
 
-fn new_socket(addr: SocketAddr) -> io::Result<socket2::Socket> {
+fn new_socket(addr: SocketAddr, v6_only: bool) -> io::Result<socket2::Socket> {
     let s = socket2::Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     s.set_nonblocking(true)?;
     // The FORCE variants pass rmem_max/wmem_max (root); otherwise the capped ones.
@@ -84,7 +85,7 @@ fn new_socket(addr: SocketAddr) -> io::Result<socket2::Socket> {
         let _ = s.set_send_buffer_size(SOCKET_BUFFER);
     }
     if addr.is_ipv6() {
-        let _ = s.set_only_v6(false);
+        s.set_only_v6(v6_only)?;
     }
     Ok(s)
 }
@@ -273,9 +274,9 @@ mod tests {
     /// order, split again on the receiving side.
     #[tokio::test]
     async fn batches_split_back_into_the_datagrams_sent() {
-        let mut tx = listen_socket(loopback()).unwrap();
-        let mut rx = listen_socket(loopback()).unwrap();
-        let mut other = listen_socket(loopback()).unwrap();
+        let mut tx = listen_socket(loopback(), false).unwrap();
+        let mut rx = listen_socket(loopback(), false).unwrap();
+        let mut other = listen_socket(loopback(), false).unwrap();
         let to = rx.io.local_addr().unwrap();
         let to_other = other.io.local_addr().unwrap();
         let mut sent = Vec::new();
@@ -313,8 +314,8 @@ mod tests {
     /// A send that fails loses its datagrams and says how many; the socket goes on working.
     #[tokio::test]
     async fn send_errors_count_the_datagrams_lost() {
-        let mut tx = listen_socket(loopback()).unwrap();
-        let rx = listen_socket(loopback()).unwrap();
+        let mut tx = listen_socket(loopback(), false).unwrap();
+        let rx = listen_socket(loopback(), false).unwrap();
         // Broadcast without SO_BROADCAST: the kernel refuses with EACCES.
         let refused: SocketAddr = "255.255.255.255:9".parse().unwrap();
         for _ in 0..3 {
@@ -325,5 +326,28 @@ mod tests {
         tx.send(b"after", rx.io.local_addr().unwrap()).await;
         assert_eq!(tx.flush().await, 0);
         assert_eq!(tx.stats.datagrams_sent, 1);
+    }
+
+    /// A gateway listening on `0.0.0.0:P` and `[::]:P` together: the IPv6 socket is v6-only,
+    /// so both bind; alone, `[::]:P` also takes IPv4.
+    #[tokio::test]
+    async fn dual_stack_listen_on_one_port() {
+        let v4 = listen_socket("0.0.0.0:0".parse().unwrap(), true).unwrap();
+        let port = v4.io.local_addr().unwrap().port();
+        let v6 = listen_socket(SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), port), true);
+        assert!(v6.is_ok(), "{:?}", v6.err());
+        drop((v4, v6));
+        let mut both = listen_socket("[::]:0".parse().unwrap(), false).unwrap();
+        let to = SocketAddr::new(
+            Ipv4Addr::LOCALHOST.into(),
+            both.io.local_addr().unwrap().port(),
+        );
+        let mut tx = listen_socket(loopback(), false).unwrap();
+        tx.send(b"v4 to a v6 socket", to).await;
+        assert_eq!(tx.flush().await, 0);
+        both.io.readable().await.unwrap();
+        let mut batch = RxBatch::default();
+        assert_eq!(both.try_recv(&mut batch), 1);
+        assert_eq!(batch.datagrams().next().unwrap().1, b"v4 to a v6 socket");
     }
 }

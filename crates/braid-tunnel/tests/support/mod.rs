@@ -20,9 +20,28 @@ use sha2::{Digest, Sha256};
 
 pub const SERVER: &str = "10.0.9.2";
 pub const GW_PORT: u16 = 7000;
+/// The gateway's address behind the router of [`Topo::routed`].
+pub const ROUTED_GW: &str = "10.0.8.2";
+/// The server's IPv6 address in [`Topo::ipv6`].
+pub const SERVER6: &str = "fd00:9::2";
+/// The inner IPv6 prefix of [`Topo::ipv6`] (gateway ::1, client a ::2).
+pub const INNER6: &str = "fd00:200::/64";
+
+/// Whether namespace tests are to be skipped (`BRAID_SKIP_NETNS` set); says so.
+pub fn skip_netns() -> bool {
+    let skip = std::env::var_os("BRAID_SKIP_NETNS").is_some();
+    if skip {
+        eprintln!("BRAID_SKIP_NETNS set: skipping namespace test");
+    }
+    skip
+}
 
 /// Namespace tests need root; say so clearly instead of failing obscurely.
 pub fn require_root() {
+    if skip_netns() {
+        // Every test of the binary would skip alike.
+        std::process::exit(0);
+    }
     let uid = std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -59,6 +78,9 @@ pub struct Topo {
     pub gw: NetNs,
     pub server: NetNs,
     pub dir: PathBuf,
+    /// The router between client and gateway ([`Topo::routed`]); none when they are wired
+    /// directly.
+    pub router: Option<NetNs>,
 }
 
 impl Topo {
@@ -84,7 +106,95 @@ impl Topo {
             gw,
             server,
             dir,
+            router: None,
         }
+    }
+
+    /// client (c0 10.0.1.2, c1 10.0.2.2) ⇄ router (r0 10.0.1.1, r1 10.0.2.1, r8 10.0.8.1)
+    /// ⇄ gateway (g8 [`ROUTED_GW`] 10.0.8.2, g9 10.0.9.1) ⇄ server (s9 10.0.9.2). Each client
+    /// link reaches the gateway through its own route (`10.0.8.0/24 via` the link's router
+    /// address, `dev` the link), which a socket bound to the link (SO_BINDTODEVICE) selects.
+    /// The client links are shaped by tbf in both directions (client and router side) when
+    /// `rates` is given (Mbit/s).
+    pub fn routed(prefix: &str, rates: Option<[u32; 2]>) -> Topo {
+        let client = NetNs::new(&format!("{prefix}c")).unwrap();
+        let router = NetNs::new(&format!("{prefix}r")).unwrap();
+        let gw = NetNs::new(&format!("{prefix}g")).unwrap();
+        let server = NetNs::new(&format!("{prefix}s")).unwrap();
+        veth(&client, "c0", "10.0.1.2/24", &router, "r0", "10.0.1.1/24").unwrap();
+        veth(&client, "c1", "10.0.2.2/24", &router, "r1", "10.0.2.1/24").unwrap();
+        veth(&router, "r8", "10.0.8.1/24", &gw, "g8", "10.0.8.2/24").unwrap();
+        veth(&gw, "g9", "10.0.9.1/24", &server, "s9", "10.0.9.2/24").unwrap();
+        sh(&router, "sysctl -qw net.ipv4.ip_forward=1");
+        sh(&gw, "sysctl -qw net.ipv4.ip_forward=1");
+        sh(&client, "ip route add 10.0.8.0/24 via 10.0.1.1 dev c0");
+        sh(
+            &client,
+            "ip route add 10.0.8.0/24 via 10.0.2.1 dev c1 metric 10",
+        );
+        sh(&gw, "ip route add 10.0.1.0/24 via 10.0.8.1");
+        sh(&gw, "ip route add 10.0.2.0/24 via 10.0.8.1");
+        sh(&server, "ip route add 10.200.0.0/24 via 10.0.9.1");
+        if let Some(r) = rates {
+            for (i, rate) in r.iter().enumerate() {
+                shape(&client, &format!("c{i}"), *rate);
+                shape(&router, &format!("r{i}"), *rate);
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("braid-tunnel-{}", client.name));
+        std::fs::create_dir_all(&dir).unwrap();
+        Topo {
+            client,
+            gw,
+            server,
+            dir,
+            router: Some(router),
+        }
+    }
+
+    /// The outer network in IPv6 only: client (c0 fd00:1::2, c1 fd00:2::2) ⇄ gateway
+    /// (g0 fd00:1::1, g1 fd00:2::1); behind the gateway a dual-stack server (s9 10.0.9.2 and
+    /// [`SERVER6`] fd00:9::2, gateway g9 10.0.9.1 and fd00:9::1) with routes back to the inner
+    /// prefixes 10.200.0.0/24 and [`INNER6`]. The client links are shaped by tbf in both
+    /// directions when `rates` is given (Mbit/s). Addresses go without duplicate address
+    /// detection (usable at once).
+    pub fn ipv6(prefix: &str, rates: Option<[u32; 2]>) -> Topo {
+        let client = NetNs::new(&format!("{prefix}c")).unwrap();
+        let gw = NetNs::new(&format!("{prefix}g")).unwrap();
+        let server = NetNs::new(&format!("{prefix}s")).unwrap();
+        for ns in [&client, &gw, &server] {
+            sh(ns, "sysctl -qw net.ipv6.conf.all.accept_dad=0");
+            sh(ns, "sysctl -qw net.ipv6.conf.default.accept_dad=0");
+        }
+        veth(&client, "c0", "fd00:1::2/64", &gw, "g0", "fd00:1::1/64").unwrap();
+        veth(&client, "c1", "fd00:2::2/64", &gw, "g1", "fd00:2::1/64").unwrap();
+        veth(&gw, "g9", "10.0.9.1/24", &server, "s9", "10.0.9.2/24").unwrap();
+        sh(&gw, "ip -6 addr add fd00:9::1/64 dev g9 nodad");
+        sh(&server, "ip -6 addr add fd00:9::2/64 dev s9 nodad");
+        sh(&gw, "sysctl -qw net.ipv4.ip_forward=1");
+        sh(&gw, "sysctl -qw net.ipv6.conf.all.forwarding=1");
+        sh(&server, "ip route add 10.200.0.0/24 via 10.0.9.1");
+        sh(&server, &format!("ip -6 route add {INNER6} via fd00:9::1"));
+        if let Some(r) = rates {
+            for (i, rate) in r.iter().enumerate() {
+                shape(&client, &format!("c{i}"), *rate);
+                shape(&gw, &format!("g{i}"), *rate);
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("braid-tunnel-{}", client.name));
+        std::fs::create_dir_all(&dir).unwrap();
+        Topo {
+            client,
+            gw,
+            server,
+            dir,
+            router: None,
+        }
+    }
+
+    /// The router of a [`Topo::routed`] topology.
+    pub fn router(&self) -> &NetNs {
+        self.router.as_ref().expect("a routed topology")
     }
 
     pub fn control(&self, who: &str) -> PathBuf {
@@ -181,6 +291,100 @@ gateway = "10.0.2.1:{GW_PORT}"
 "#,
         a = keys.a.0,
         gw = keys.gw.1,
+        control = topo.control("client").display(),
+    );
+    ClientConfig::parse(&text, []).unwrap_or_else(|e| panic!("client config: {e}"))
+}
+
+/// A TOML array of strings.
+fn toml_list(items: &[&str]) -> String {
+    serde_json::to_string(items).expect("strings")
+}
+
+/// The gateway's configuration as [`gateway_config`] with the listen addresses given, more
+/// TUN addresses (`tun_more`) and more `allowed_ips` of client a (`a_more`).
+pub fn gateway_config_with(
+    topo: &Topo,
+    keys: &Keys,
+    listen: &[&str],
+    tun_more: &[&str],
+    a_more: &[&str],
+    connection: &str,
+) -> GatewayConfig {
+    let mut a_allowed = vec!["10.200.0.2/32"];
+    a_allowed.extend_from_slice(a_more);
+    let text = format!(
+        r#"
+private_key = "{gw}"
+listen = {listen}
+client_timeout_ms = 30000
+[tun]
+address = "10.200.0.1/24"
+addresses = {tun_more}
+mtu = 1500
+[ops]
+control = "{control}"
+[connection]
+{connection}
+[[client]]
+name = "a"
+public_key = "{a}"
+allowed_ips = {a_allowed}
+[[client]]
+name = "b"
+public_key = "{b}"
+allowed_ips = ["10.200.0.3/32"]
+"#,
+        gw = keys.gw.0,
+        a = keys.a.1,
+        b = keys.b.1,
+        listen = toml_list(listen),
+        tun_more = toml_list(tun_more),
+        a_allowed = toml_list(&a_allowed),
+        control = topo.control("gateway").display(),
+    );
+    GatewayConfig::parse(&text, []).unwrap_or_else(|e| panic!("gateway config: {e}"))
+}
+
+/// Client a's configuration as [`client_config`] with each link's gateway address given
+/// (links c0 and c1), more TUN addresses (`tun_more`) and the routes into the tunnel.
+pub fn client_config_with(
+    topo: &Topo,
+    keys: &Keys,
+    gateways: [&str; 2],
+    tun_more: &[&str],
+    routes: &[&str],
+    top: &str,
+    connection: &str,
+) -> ClientConfig {
+    let text = format!(
+        r#"
+private_key = "{a}"
+gateway_public_key = "{gw}"
+dead_after_ms = 2000
+{top}
+[tun]
+address = "10.200.0.2/24"
+addresses = {tun_more}
+mtu = 1500
+routes = {routes}
+[ops]
+control = "{control}"
+[connection]
+{connection}
+[[link]]
+name = "c0"
+gateway = "{g0}"
+[[link]]
+name = "c1"
+gateway = "{g1}"
+"#,
+        a = keys.a.0,
+        gw = keys.gw.1,
+        g0 = gateways[0],
+        g1 = gateways[1],
+        tun_more = toml_list(tun_more),
+        routes = toml_list(routes),
         control = topo.control("client").display(),
     );
     ClientConfig::parse(&text, []).unwrap_or_else(|e| panic!("client config: {e}"))
@@ -421,6 +625,8 @@ pub struct Received {
     pub sha256: [u8; 32],
     /// (time since the first byte, bytes so far) at every read.
     pub reads: Vec<(Duration, usize)>,
+    /// When the first byte arrived.
+    pub first: Option<Instant>,
 }
 
 impl Received {
@@ -437,6 +643,23 @@ impl Received {
             }
         }
         worst
+    }
+
+    /// The longest interval without new bytes from `before` ahead of the instant `at` to
+    /// `after` past it: (gap, its start relative to `at`, negative when before it, in s).
+    pub fn longest_stall_around(
+        &self,
+        at: Instant,
+        before: Duration,
+        after: Duration,
+    ) -> (Duration, f64) {
+        let Some(first) = self.first else {
+            return (Duration::ZERO, 0.0);
+        };
+        let rel = at.saturating_duration_since(first);
+        let (gap, start) =
+            self.longest_stall(rel.saturating_sub(before), rel.saturating_add(after));
+        (gap, start.as_secs_f64() - rel.as_secs_f64())
     }
 }
 
@@ -465,7 +688,59 @@ pub fn tcp_receiver(ns: &NetNs) -> JoinHandle<Received> {
             bytes: total,
             sha256: h.finalize().into(),
             reads,
+            first: t0,
         }
+    })
+}
+
+/// A TCP receiver in `ns` listening on `bind` (e.g. `0.0.0.0:5004`, `[::]:5003`); join it
+/// for what it received.
+pub fn tcp_receiver_at(ns: &NetNs, bind: &str) -> JoinHandle<Received> {
+    let bind: SocketAddr = bind.parse().expect("a socket address");
+    let l = ns.run(move || TcpListener::bind(bind).unwrap());
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut h = Sha256::new();
+        let mut total = 0;
+        let mut reads = Vec::new();
+        let mut t0 = None;
+        loop {
+            let n = s.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            let now = Instant::now();
+            let t0 = *t0.get_or_insert(now);
+            h.update(&buf[..n]);
+            total += n;
+            reads.push((now - t0, total));
+        }
+        Received {
+            bytes: total,
+            sha256: h.finalize().into(),
+            reads,
+            first: t0,
+        }
+    })
+}
+
+/// Sends `data` over TCP from `ns` to `to` (e.g. `10.200.0.2:5004`, `[fd00:9::2]:5003`)
+/// with CUBIC, as [`iperf3_tcp`] (this machine defaults to BBR, which a namespace may not
+/// change); returns when all is written and the peer closed.
+pub fn tcp_send_to(ns: &NetNs, to: &str, data: Vec<u8>) -> JoinHandle<Instant> {
+    let addr: SocketAddr = to.parse().expect("a socket address");
+    let mut s = ns.run(move || TcpStream::connect_timeout(&addr, Duration::from_secs(10)).unwrap());
+    socket2::SockRef::from(&s)
+        .set_tcp_congestion(b"cubic")
+        .expect("TCP_CONGESTION cubic");
+    std::thread::spawn(move || {
+        let t0 = Instant::now();
+        s.write_all(&data).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+        t0
     })
 }
 
