@@ -90,6 +90,8 @@ struct Link {
     source: Option<IpAddr>,
     backup: bool,
     up: bool,
+    /// The interface's addresses at the last look (sorted).
+    addrs: Vec<IpAddr>,
 }
 
 struct Client {
@@ -143,6 +145,7 @@ impl Client {
                 source: l.source,
                 backup: l.backup,
                 up: operstate_up(&l.name),
+                addrs: link_addrs(&l.name),
             });
         }
         let outer = if links.iter().any(|l| l.gateway.is_ipv6()) {
@@ -256,7 +259,13 @@ impl Client {
                 }
                 Wake::Timer => self.on_timer(now),
                 Wake::Status => self.publish(shared),
-                Wake::Watch => self.watch_links(now),
+                Wake::Watch => {
+                    if self.watch_links(now) {
+                        // An interface was re-addressed: tell the gateway the path's new
+                        // address now rather than at the next keepalive.
+                        self.probe(now).await;
+                    }
+                }
                 Wake::Signal(s) => self.on_signal(now, s),
             }
             self.flush(now).await;
@@ -374,10 +383,20 @@ impl Client {
     }
 
     /// Reads each link's operational state; a change is an interface/address event.
-    fn watch_links(&mut self, now: braid_core::Instant) {
+    /// Follows the links' state; returns whether an up link's addresses changed.
+    fn watch_links(&mut self, now: braid_core::Instant) -> bool {
         let names: Vec<&str> = self.links.iter().map(|l| l.name.as_str()).collect();
         let states = links_up(&names);
+        let mut readdressed = false;
         for (i, up) in states.into_iter().enumerate() {
+            let addrs = link_addrs(&self.links[i].name);
+            if addrs != self.links[i].addrs {
+                if up && !addrs.is_empty() {
+                    info!(link = %self.links[i].name, ?addrs, "link addresses changed");
+                    readdressed = true;
+                }
+                self.links[i].addrs = addrs;
+            }
             if up == self.links[i].up {
                 continue;
             }
@@ -403,6 +422,7 @@ impl Client {
                     .handle_event(now, &pm::Event::IfaceUpdated { iface, up });
             }
         }
+        readdressed
     }
 
     fn addr_new(&self, i: usize) -> pm::Event {
@@ -718,6 +738,23 @@ impl Client {
 /// the namespace it was mounted in. A missing interface is down.
 fn operstate_up(name: &str) -> bool {
     links_up(&[name])[0]
+}
+
+/// The addresses of interface `name` (sorted), read as [`links_up`] reads the flags.
+fn link_addrs(name: &str) -> Vec<IpAddr> {
+    let mut v: Vec<IpAddr> = nix::ifaddrs::getifaddrs()
+        .into_iter()
+        .flatten()
+        .filter(|a| a.interface_name == name)
+        .filter_map(|a| {
+            let a = a.address?;
+            a.as_sockaddr_in()
+                .map(|s| IpAddr::V4(s.ip()))
+                .or_else(|| a.as_sockaddr_in6().map(|s| IpAddr::V6(s.ip())))
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 fn links_up(names: &[&str]) -> Vec<bool> {
