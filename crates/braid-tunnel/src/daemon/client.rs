@@ -94,6 +94,37 @@ struct Link {
     addrs: Vec<IpAddr>,
 }
 
+impl Link {
+    /// The link's local address as the path manager sees it: the configured source, else the
+    /// interface's first address of the gateway's family (global before link-local), else the
+    /// family's unspecified address.
+    fn local_ip(&self) -> IpAddr {
+        if let Some(ip) = self.source {
+            return ip;
+        }
+        let v6 = self.gateway.is_ipv6();
+        let link_local = |ip: &IpAddr| match ip {
+            IpAddr::V6(a) => a.is_unicast_link_local(),
+            IpAddr::V4(a) => a.is_link_local(),
+        };
+        let same: Vec<IpAddr> = self
+            .addrs
+            .iter()
+            .copied()
+            .filter(|a| a.is_ipv6() == v6)
+            .collect();
+        same.iter()
+            .find(|a| !link_local(a))
+            .or(same.first())
+            .copied()
+            .unwrap_or(if v6 {
+                IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED)
+            } else {
+                IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+            })
+    }
+}
+
 struct Client {
     cfg: ClientConfig,
     clock: Clock,
@@ -434,9 +465,7 @@ impl Client {
     }
 
     fn endpoint(&self, i: usize) -> pm::Endpoint {
-        let ip = self.links[i]
-            .source
-            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        let ip = self.links[i].local_ip();
         pm::Endpoint {
             id: pm::AddrId(i as u8),
             addr: Some(SocketAddr::new(ip, 0)),
@@ -779,7 +808,7 @@ fn translate(conn: pm::ConnId, e: &Event, links: &[Link], first: u8) -> Option<p
         id: pm::AddrId(i),
         addr: links
             .get(usize::from(i))
-            .map(|l| SocketAddr::new(l.source.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)), 0)),
+            .map(|l| SocketAddr::new(l.local_ip(), 0)),
     };
     let gateway = pm::Endpoint {
         id: pm::AddrId(0),
@@ -832,4 +861,53 @@ fn translate(conn: pm::ConnId, e: &Event, links: &[Link], first: u8) -> Option<p
         Event::Closed { .. } => pm::Event::ConnectionClosed { conn },
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(gateway: &str, source: Option<&str>, addrs: &[&str]) -> Link {
+        Link {
+            name: "c0".into(),
+            gateway: gateway.parse().unwrap(),
+            source: source.map(|s| s.parse().unwrap()),
+            backup: false,
+            up: true,
+            addrs: addrs.iter().map(|a| a.parse().unwrap()).collect(),
+        }
+    }
+
+    #[test]
+    fn local_ip_follows_the_gateway_family_and_prefers_global() {
+        let addrs = ["10.0.1.2", "fd00:1::2", "fe80::1"];
+        assert_eq!(
+            link("10.0.8.2:7000", None, &addrs).local_ip().to_string(),
+            "10.0.1.2"
+        );
+        assert_eq!(
+            link("[fd00:9::1]:7000", None, &["fe80::1", "fd00:1::2"])
+                .local_ip()
+                .to_string(),
+            "fd00:1::2"
+        );
+        assert_eq!(
+            link("[fd00:9::1]:7000", None, &["fe80::1"])
+                .local_ip()
+                .to_string(),
+            "fe80::1"
+        );
+        assert_eq!(
+            link("[fd00:9::1]:7000", None, &["10.0.1.2"])
+                .local_ip()
+                .to_string(),
+            "::"
+        );
+        assert_eq!(
+            link("10.0.8.2:7000", Some("10.0.1.9"), &addrs)
+                .local_ip()
+                .to_string(),
+            "10.0.1.9"
+        );
+    }
 }
