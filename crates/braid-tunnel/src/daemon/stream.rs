@@ -351,6 +351,43 @@ fn publish(shared: &Shared, role: &str, tun: &str, clock: &Clock, extra: Value, 
     }
 }
 
+/// Aborts a task when dropped: a connection's writer ends with its reader.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Runs `work` and `status` until `stop` resolves or the TUN task fails; then stops the TUN
+/// task and the operations tasks and removes the control socket.
+async fn supervise(
+    role: &str,
+    stop: impl Future<Output = ()>,
+    work: impl Future<Output = ()>,
+    status: impl Future<Output = ()>,
+    mut tun_task: tokio::task::JoinHandle<Result<(), DaemonError>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    control: Option<&std::path::Path>,
+) -> Result<(), DaemonError> {
+    let r = tokio::select! {
+        () = stop => Ok(()),
+        () = work => Ok(()),
+        () = status => Ok(()),
+        r = &mut tun_task => r.unwrap_or_else(|e| Err(DaemonError(format!("TUN task: {e}")))),
+    };
+    tun_task.abort();
+    for t in tasks {
+        t.abort();
+    }
+    if let Some(p) = control {
+        let _ = std::fs::remove_file(p);
+    }
+    info!("{role} stopped");
+    r
+}
+
 // ---------------------------------------------------------------------------------------------
 // Client
 
@@ -412,20 +449,8 @@ pub async fn run_client(
             publish(&shared, "client", &cfg.tun.name, &clock, extra, &c);
         }
     };
-    let r = tokio::select! {
-        () = stop => Ok(()),
-        () = keep => Ok(()),
-        () = status_loop => Ok(()),
-        r = tun_task => r.unwrap_or_else(|e| Err(DaemonError(format!("TUN task: {e}")))),
-    };
-    for t in tasks {
-        t.abort();
-    }
-    if let Some(p) = &cfg.ops.control {
-        let _ = std::fs::remove_file(p);
-    }
-    info!("client stopped");
-    r
+    let control = cfg.ops.control.as_deref();
+    supervise("client", stop, keep, status_loop, tun_task, tasks, control).await
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -478,7 +503,7 @@ async fn client_session(
     }
     let (tx, rx) = mpsc::channel(QUEUE);
     *conn.lock().unwrap() = Some(tx);
-    let wtask = tokio::spawn(writer(w, sealer, rx, c.clone()));
+    let _writer = AbortOnDrop(tokio::spawn(writer(w, sealer, rx, c.clone())));
     let mut opener = Opener {
         state: st,
         nonce: 0,
@@ -499,7 +524,6 @@ async fn client_session(
         }
     };
     *conn.lock().unwrap() = None;
-    wtask.abort();
     r
 }
 
@@ -576,7 +600,10 @@ pub async fn run_gateway(
     let budget = Arc::new(Semaphore::new(HANDSHAKES));
     let accept = async {
         let mut conn_no = 0u64;
+        // Sessions end with the gateway: the set aborts them when it drops.
+        let mut sessions = tokio::task::JoinSet::new();
         loop {
+            while sessions.try_join_next().is_some() {}
             let accepted = futures_accept(&listeners).await;
             let (stream, from) = match accepted {
                 Ok(x) => x,
@@ -593,7 +620,7 @@ pub async fn run_gateway(
             conn_no += 1;
             let (keypair, peers, c, tun_tx) =
                 (keypair.clone(), peers.clone(), c.clone(), tun_tx.clone());
-            tokio::spawn(async move {
+            sessions.spawn(async move {
                 if let Err(e) = gateway_session(
                     stream, from, conn_no, &keypair, &peers, max, &c, &tun_tx, permit,
                 )
@@ -630,20 +657,17 @@ pub async fn run_gateway(
             publish(&shared, "gateway", &cfg.tun.name, &clock, extra, &c);
         }
     };
-    let r = tokio::select! {
-        () = stop => Ok(()),
-        () = accept => Ok(()),
-        () = status_loop => Ok(()),
-        r = tun_task => r.unwrap_or_else(|e| Err(DaemonError(format!("TUN task: {e}")))),
-    };
-    for t in tasks {
-        t.abort();
-    }
-    if let Some(p) = &cfg.ops.control {
-        let _ = std::fs::remove_file(p);
-    }
-    info!("gateway stopped");
-    r
+    let control = cfg.ops.control.as_deref();
+    supervise(
+        "gateway",
+        stop,
+        accept,
+        status_loop,
+        tun_task,
+        tasks,
+        control,
+    )
+    .await
 }
 
 async fn futures_accept(listeners: &[TcpListener]) -> io::Result<(TcpStream, SocketAddr)> {
@@ -741,7 +765,7 @@ async fn gateway_session(
         nonce: 0,
         out: Vec::new(),
     };
-    let wtask = tokio::spawn(writer(w, sealer, rx, c.clone()));
+    let _writer = AbortOnDrop(tokio::spawn(writer(w, sealer, rx, c.clone())));
     let forward = |batch: Vec<u8>| {
         let mut ok = Vec::with_capacity(batch.len());
         for p in packets(&batch, max) {
@@ -772,7 +796,6 @@ async fn gateway_session(
             break;
         }
     }
-    wtask.abort();
     if let Ok(mut ps) = peers.lock()
         && ps[peer].conn.as_ref().is_some_and(|(n, _)| *n == conn_no)
     {

@@ -665,32 +665,7 @@ impl Received {
 
 /// A TCP receiver in `ns` on port 5001; join it for what it received.
 pub fn tcp_receiver(ns: &NetNs) -> JoinHandle<Received> {
-    let l = ns.run(|| TcpListener::bind("0.0.0.0:5001").unwrap());
-    std::thread::spawn(move || {
-        let (mut s, _) = l.accept().unwrap();
-        let mut buf = vec![0u8; 256 * 1024];
-        let mut h = Sha256::new();
-        let mut total = 0;
-        let mut reads = Vec::new();
-        let mut t0 = None;
-        loop {
-            let n = s.read(&mut buf).unwrap();
-            if n == 0 {
-                break;
-            }
-            let now = Instant::now();
-            let t0 = *t0.get_or_insert(now);
-            h.update(&buf[..n]);
-            total += n;
-            reads.push((now - t0, total));
-        }
-        Received {
-            bytes: total,
-            sha256: h.finalize().into(),
-            reads,
-            first: t0,
-        }
-    })
+    tcp_receiver_at(ns, "0.0.0.0:5001")
 }
 
 /// A TCP receiver in `ns` listening on `bind` (e.g. `0.0.0.0:5004`, `[::]:5003`); join it
