@@ -113,18 +113,7 @@ impl Tunnel {
 
 impl Drop for Tunnel {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(2) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop_child(&mut self.child);
         if std::thread::panicking() || std::env::var_os("BRAID_TEST_TRACE").is_some() {
             eprintln!("braid tunnel log:\n{}", self.log_text());
         }

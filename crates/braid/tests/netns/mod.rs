@@ -369,21 +369,23 @@ impl Daemon {
     }
 }
 
+/// Stops a daemon: SIGTERM first (it removes its socket), up to 2 s, then SIGKILL.
+pub fn stop_child(child: &mut Child) {
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(2) {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
-        // SIGTERM first (the daemon removes its socket), then make sure.
-        let _ = Command::new("kill")
-            .arg(self.child.id().to_string())
-            .status();
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(2) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop_child(&mut self.child);
         if std::env::var_os("BRAID_TEST_TRACE").is_some() {
             eprintln!("braid pm log:\n{}", self.log_text());
         }
