@@ -93,7 +93,12 @@ pub fn status_table(v: &Value) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "dropped datagrams: {}",
+            "{}: {}",
+            if v["transport"] == "mptcp" {
+                "drops"
+            } else {
+                "dropped datagrams"
+            },
             if nonzero.is_empty() {
                 "none".to_string()
             } else {
@@ -247,6 +252,23 @@ pub fn prometheus(v: &Value) -> String {
             );
         }
     }
+    // The UDP I/O counters (braid transport) and the stream's (MPTCP transport).
+    for group in ["udp", "stream"] {
+        for (k, n) in v[group].as_object().into_iter().flatten() {
+            let Some(n) = n.as_f64() else { continue };
+            let kind = if k.ends_with("_max") || k.ends_with("_segments") {
+                "gauge"
+            } else {
+                "counter"
+            };
+            let _ = writeln!(out, "# TYPE braid_tunnel_{group}_{k} {kind}");
+            let _ = writeln!(out, "braid_tunnel_{group}_{k} {n}");
+        }
+    }
+    if let Some(up) = v["connected"].as_bool() {
+        let _ = writeln!(out, "# TYPE braid_tunnel_connected gauge");
+        let _ = writeln!(out, "braid_tunnel_connected {}", u8::from(up));
+    }
     let empty = Vec::new();
     let conns = v["connections"].as_array().unwrap_or(&empty);
     let conn_metrics = [
@@ -369,4 +391,60 @@ pub async fn serve_ops(
         tasks.push(t);
     }
     Ok(tasks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn mptcp_transport_status_as_table_and_metrics() {
+        let v = json!({
+            "role": "gateway", "transport": "mptcp", "uptime_s": 12.0,
+            "tun": {"name": "braid0"},
+            "stream": {"records_sent": 10, "records_received": 20,
+                       "bytes_sent": 1000, "bytes_received": 2_000_000},
+            "drops": {"handshake_failed": 1, "bad_record": 0},
+            "clients": [{"name": "a", "connected": true, "remote": "10.0.1.1:4000",
+                         "connections": 1}],
+        });
+        let t = status_table(&v);
+        assert!(t.contains("transport mptcp"), "{t}");
+        assert!(t.contains("received 2.0 MB in 20 records"), "{t}");
+        assert!(t.contains("client a") && t.contains("10.0.1.1:4000"), "{t}");
+        assert!(
+            t.contains("handshake_failed=1") && !t.contains("bad_record"),
+            "{t}"
+        );
+        let m = prometheus(&v);
+        assert!(
+            m.contains("braid_tunnel_stream_bytes_received 2000000\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("braid_tunnel_dropped_datagrams_total{reason=\"handshake_failed\"} 1"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn udp_counters_are_exported() {
+        let v = json!({
+            "role": "client", "connected": true,
+            "udp": {"send_calls": 3, "datagrams_sent": 90, "gso_segments_max": 64},
+        });
+        let m = prometheus(&v);
+        assert!(
+            m.contains(
+                "# TYPE braid_tunnel_udp_send_calls counter\nbraid_tunnel_udp_send_calls 3\n"
+            ),
+            "{m}"
+        );
+        assert!(
+            m.contains("# TYPE braid_tunnel_udp_gso_segments_max gauge"),
+            "{m}"
+        );
+        assert!(m.contains("braid_tunnel_connected 1\n"), "{m}");
+    }
 }
