@@ -165,7 +165,9 @@ impl Client {
             .map_err(|e| DaemonError(format!("client: {e}")))?;
         let mut links = Vec::new();
         let mut socks = Vec::new();
-        for (i, l) in cfg.links.iter().enumerate() {
+        let names: Vec<&str> = cfg.links.iter().map(|l| l.name.as_str()).collect();
+        let states = link_states(&names);
+        for ((i, l), (up, addrs)) in cfg.links.iter().enumerate().zip(states) {
             let gateway = cfg.link_gateway(i);
             let sock = udp::link_socket(&l.name, l.source, gateway)
                 .map_err(|e| DaemonError(format!("link[{i}] ({}): {e}", l.name)))?;
@@ -175,8 +177,8 @@ impl Client {
                 gateway,
                 source: l.source,
                 backup: l.backup,
-                up: operstate_up(&l.name),
-                addrs: link_addrs(&l.name),
+                up,
+                addrs,
             });
         }
         let outer = if links.iter().any(|l| l.gateway.is_ipv6()) {
@@ -413,14 +415,13 @@ impl Client {
         }
     }
 
-    /// Reads each link's operational state; a change is an interface/address event.
-    /// Follows the links' state; returns whether an up link's addresses changed.
+    /// Reads each link's operational state and addresses; a change of state is an
+    /// interface/address event. Returns whether an up link's addresses changed.
     fn watch_links(&mut self, now: braid_core::Instant) -> bool {
         let names: Vec<&str> = self.links.iter().map(|l| l.name.as_str()).collect();
-        let states = links_up(&names);
+        let states = link_states(&names);
         let mut readdressed = false;
-        for (i, up) in states.into_iter().enumerate() {
-            let addrs = link_addrs(&self.links[i].name);
+        for (i, (up, addrs)) in states.into_iter().enumerate() {
             if addrs != self.links[i].addrs {
                 if up && !addrs.is_empty() {
                     info!(link = %self.links[i].name, ?addrs, "link addresses changed");
@@ -762,43 +763,31 @@ impl Client {
     }
 }
 
-/// Whether an interface is operationally up (IFF_RUNNING: up with a carrier). Read over
-/// netlink (getifaddrs) in the calling thread's network namespace, not from /sys, which shows
-/// the namespace it was mounted in. A missing interface is down.
-fn operstate_up(name: &str) -> bool {
-    links_up(&[name])[0]
-}
-
-/// The addresses of interface `name` (sorted), read as [`links_up`] reads the flags.
-fn link_addrs(name: &str) -> Vec<IpAddr> {
-    let mut v: Vec<IpAddr> = nix::ifaddrs::getifaddrs()
-        .into_iter()
-        .flatten()
-        .filter(|a| a.interface_name == name)
-        .filter_map(|a| {
-            let a = a.address?;
+/// Each interface's state: whether it is operationally up (IFF_UP and IFF_RUNNING: up with a
+/// carrier) and its addresses (sorted). One getifaddrs dump over netlink, in the calling
+/// thread's network namespace (not /sys, which shows the namespace it was mounted in). A
+/// missing interface is down without addresses.
+fn link_states(names: &[&str]) -> Vec<(bool, Vec<IpAddr>)> {
+    use nix::net::if_::InterfaceFlags;
+    let mut st = vec![(false, Vec::new()); names.len()];
+    for a in nix::ifaddrs::getifaddrs().into_iter().flatten() {
+        let Some(i) = names.iter().position(|n| *n == a.interface_name) else {
+            continue;
+        };
+        st[i].0 |= a
+            .flags
+            .contains(InterfaceFlags::IFF_UP | InterfaceFlags::IFF_RUNNING);
+        let ip = a.address.and_then(|a| {
             a.as_sockaddr_in()
                 .map(|s| IpAddr::V4(s.ip()))
                 .or_else(|| a.as_sockaddr_in6().map(|s| IpAddr::V6(s.ip())))
-        })
-        .collect();
-    v.sort();
-    v
-}
-
-fn links_up(names: &[&str]) -> Vec<bool> {
-    use nix::net::if_::InterfaceFlags;
-    let mut up = vec![false; names.len()];
-    if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
-        for a in addrs {
-            if let Some(i) = names.iter().position(|n| *n == a.interface_name) {
-                up[i] |= a
-                    .flags
-                    .contains(InterfaceFlags::IFF_UP | InterfaceFlags::IFF_RUNNING);
-            }
-        }
+        });
+        st[i].1.extend(ip);
     }
-    up
+    for (_, addrs) in &mut st {
+        addrs.sort();
+    }
+    st
 }
 
 /// The connection's events as the path manager sees them (seed 000 Table I), as in the

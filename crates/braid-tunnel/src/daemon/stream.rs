@@ -312,10 +312,8 @@ async fn writer(
     mut rx: mpsc::Receiver<Vec<u8>>,
     c: Arc<Counters>,
 ) {
-    let mut plain = Vec::new();
-    while let Some(b) = rx.recv().await {
-        plain.clear();
-        plain.extend_from_slice(&b);
+    while let Some(mut plain) = rx.recv().await {
+        // What else is queued joins the first batch, up to four records.
         while plain.len() < 4 * MAX_RECORD {
             match rx.try_recv() {
                 Ok(more) => plain.extend_from_slice(&more),

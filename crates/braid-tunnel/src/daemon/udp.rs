@@ -175,8 +175,10 @@ impl Socket {
     /// Reads what is ready without waiting into `rx`; returns the number of messages read
     /// (0 when nothing was ready or on a receive error).
     pub fn try_recv(&mut self, rx: &mut RxBatch) -> usize {
-        let mut iovs: Vec<IoSliceMut<'_>> =
-            rx.buf.chunks_mut(RX_MESSAGE).map(IoSliceMut::new).collect();
+        // The buffer is exactly BATCH_SIZE messages long (RxBatch::default).
+        let mut chunks = rx.buf.chunks_mut(RX_MESSAGE);
+        let mut iovs: [IoSliceMut<'_>; quinn_udp::BATCH_SIZE] =
+            std::array::from_fn(|_| IoSliceMut::new(chunks.next().unwrap_or_default()));
         let r = self.io.try_io(Interest::READABLE, || {
             self.state
                 .recv(UdpSockRef::from(&self.io), &mut iovs, &mut rx.meta)

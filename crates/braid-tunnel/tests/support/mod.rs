@@ -93,14 +93,8 @@ impl Topo {
         veth(&gw, "g9", "10.0.9.1/24", &server, "s9", "10.0.9.2/24").unwrap();
         sh(&gw, "sysctl -qw net.ipv4.ip_forward=1");
         sh(&server, "ip route add 10.200.0.0/24 via 10.0.9.1");
-        if let Some(r) = rates {
-            for (i, rate) in r.iter().enumerate() {
-                shape(&client, &format!("c{i}"), *rate);
-                shape(&gw, &format!("g{i}"), *rate);
-            }
-        }
-        let dir = std::env::temp_dir().join(format!("braid-tunnel-{}", client.name));
-        std::fs::create_dir_all(&dir).unwrap();
+        shape_links(&client, &gw, "g", rates);
+        let dir = test_dir(&client);
         Topo {
             client,
             gw,
@@ -135,14 +129,8 @@ impl Topo {
         sh(&gw, "ip route add 10.0.1.0/24 via 10.0.8.1");
         sh(&gw, "ip route add 10.0.2.0/24 via 10.0.8.1");
         sh(&server, "ip route add 10.200.0.0/24 via 10.0.9.1");
-        if let Some(r) = rates {
-            for (i, rate) in r.iter().enumerate() {
-                shape(&client, &format!("c{i}"), *rate);
-                shape(&router, &format!("r{i}"), *rate);
-            }
-        }
-        let dir = std::env::temp_dir().join(format!("braid-tunnel-{}", client.name));
-        std::fs::create_dir_all(&dir).unwrap();
+        shape_links(&client, &router, "r", rates);
+        let dir = test_dir(&client);
         Topo {
             client,
             gw,
@@ -175,14 +163,8 @@ impl Topo {
         sh(&gw, "sysctl -qw net.ipv6.conf.all.forwarding=1");
         sh(&server, "ip route add 10.200.0.0/24 via 10.0.9.1");
         sh(&server, &format!("ip -6 route add {INNER6} via fd00:9::1"));
-        if let Some(r) = rates {
-            for (i, rate) in r.iter().enumerate() {
-                shape(&client, &format!("c{i}"), *rate);
-                shape(&gw, &format!("g{i}"), *rate);
-            }
-        }
-        let dir = std::env::temp_dir().join(format!("braid-tunnel-{}", client.name));
-        std::fs::create_dir_all(&dir).unwrap();
+        shape_links(&client, &gw, "g", rates);
+        let dir = test_dir(&client);
         Topo {
             client,
             gw,
@@ -209,6 +191,21 @@ impl Drop for Topo {
 }
 
 /// tbf at `mbit` with a 20 ms queue (the bottleneck of a link direction).
+/// Shapes client links c0 and c1 and their far ends `{far}0`, `{far}1` at `rates` (Mbit/s).
+fn shape_links(client: &NetNs, far_ns: &NetNs, far: &str, rates: Option<[u32; 2]>) {
+    for (i, rate) in rates.iter().flatten().enumerate() {
+        shape(client, &format!("c{i}"), *rate);
+        shape(far_ns, &format!("{far}{i}"), *rate);
+    }
+}
+
+/// The test's directory for control sockets, named after its client namespace.
+fn test_dir(client: &NetNs) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("braid-tunnel-{}", client.name));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 pub fn shape(ns: &NetNs, dev: &str, mbit: u32) {
     sh(
         ns,
