@@ -105,6 +105,10 @@ pub struct ConnectionStats {
     pub delivered_bytes: u64,
     pub paths_opened: u64,
     pub paths_closed: u64,
+    /// REMOVE_ADDR frames ignored because the peer opened a newer path from the address.
+    pub stale_removals: u64,
+    /// Backed-off retransmission timers fired early by [`crate::Connection::peer_alive`].
+    pub peer_alive_retransmits: u64,
     pub dropped: Drops,
 }
 

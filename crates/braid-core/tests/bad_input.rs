@@ -56,7 +56,7 @@ fn bad() -> impl Strategy<Value = Bad> {
         // Random bytes that pass the version check, to reach the frame parser.
         prop::collection::vec(any::<u8>(), 0..200).prop_map(|mut v| {
             if !v.is_empty() {
-                v[0] = 0x10;
+                v[0] = braid_core::wire::VERSION << 4;
             }
             Bad::Random(v)
         }),
@@ -137,7 +137,23 @@ fn data_ack_beyond_what_was_sent_is_refused() {
     assert_eq!(client.write(&[240, 35]), 2);
     let t = Instant::from_millis(1);
     // Header (path 0, seq 25), DATA_ACK cum=2 window=0, PATH_OPEN.
-    let forged = [16, 0, 25, 0, 16, 245, 37, 3, 2, 0, 0, 8, 0, 0, 0];
+    let forged = [
+        braid_core::wire::VERSION << 4,
+        0,
+        25,
+        0,
+        16,
+        245,
+        37,
+        3,
+        2,
+        0,
+        0,
+        8,
+        0,
+        0,
+        0,
+    ];
     assert!(client.handle_datagram(t, &forged).is_ok());
     assert_eq!(
         client.stats().dropped.protocol,

@@ -154,6 +154,8 @@ fn peer_address_removal_closes_paths_and_reinjects() {
     assert!(p.client_events.contains(&Event::PathClosed {
         path: braid_core::PathId(0),
         reason: PathCloseReason::LocalAddrRemoved,
+        local: AddrId(0),
+        established: true,
     }));
     // The client is the sender here; the server learnt of the removal through REMOVE_ADDR.
     assert!(
@@ -349,4 +351,126 @@ fn arbitrary_datagrams_are_dropped_and_counted() {
         p.server.handle_datagram(p.now, &buf),
         Err(braid_core::DropReason::UnknownPath)
     );
+}
+
+/// Every link gone (a vehicle in a tunnel): all paths close, data stays queued, and the
+/// REMOVE_ADDR frames wait with no path to carry them. When the addresses return and new paths
+/// open from them, the late removals close only the paths opened before the loss: the new ones
+/// live, and the transfer completes.
+#[test]
+fn late_removals_after_a_blackout_do_not_close_the_new_paths() {
+    let links = vec![Link::new(10).rate_mbit(20), Link::new(15).rate_mbit(10)];
+    let mut p = Pair::new(Config::default(), links, 3);
+    p.open_all(&[]);
+    let data = pattern(3_000_000, 9);
+    let mut feed = feeder(data.clone());
+    p.run_until_with(ms(500), &mut feed);
+    for i in 0..2 {
+        p.links[i].up = false;
+        p.client.remove_local_addr(AddrId(i as u8));
+    }
+    p.run_until_with(ms(3_500), &mut feed);
+    // The zombie state: no path, data queued.
+    assert_eq!(p.client.paths().count(), 0);
+    assert!(p.client.send_buffered() > 0);
+    assert!(p.server_received.len() < data.len());
+    for i in 0..2 {
+        p.links[i].up = true;
+        p.client
+            .open_path(p.now, AddrId(i as u8), AddrId(0), false)
+            .unwrap();
+    }
+    let back = p.now;
+    p.run_until_with(ms(20_000), &mut feed);
+    assert!(p.server_received == data, "the transfer completed");
+    // The removals reached the server after the new paths and were recognised as stale.
+    assert_eq!(p.server.stats().stale_removals, 2);
+    assert_eq!(p.server.paths().count(), 2);
+    assert!(
+        !p.server_events
+            .contains(&Event::PeerAddrRemoved { id: AddrId(0) })
+    );
+    assert!(p.client_events.iter().all(|e| !matches!(
+        e,
+        Event::PathClosed {
+            reason: PathCloseReason::Peer | PathCloseReason::Broken,
+            ..
+        }
+    )));
+    let resumed = p
+        .server_reads
+        .iter()
+        .find(|(t, _)| *t >= back)
+        .map(|(t, _)| t.saturating_since(back))
+        .expect("data after the return");
+    assert!(
+        resumed < Duration::from_millis(300),
+        "resumed after {resumed:?}"
+    );
+}
+
+/// A removal that arrives before the address returns closes every path on it, as before.
+#[test]
+fn a_removal_without_a_newer_path_closes_the_address() {
+    let links = vec![Link::new(10).rate_mbit(20), Link::new(15).rate_mbit(10)];
+    let mut p = Pair::new(Config::default(), links, 4);
+    p.open_all(&[]);
+    p.run_until(ms(500));
+    p.links[0].up = false;
+    p.client.remove_local_addr(AddrId(0));
+    p.run_until(ms(2_000));
+    assert!(
+        p.server_events
+            .contains(&Event::PeerAddrRemoved { id: AddrId(0) })
+    );
+    assert_eq!(p.server.stats().stale_removals, 0);
+    assert_eq!(p.server.paths().count(), 1);
+}
+
+/// After an outage of a few seconds the retransmission timer has backed off: alone, the path
+/// resumes only at its next expiry; told that the peer is alive, it retransmits at once, and
+/// the early expiry does not count towards declaring it broken.
+#[test]
+fn peer_alive_ends_a_backed_off_wait() {
+    let run = |nudge: bool| {
+        let links = vec![Link::new(10).rate_mbit(20)];
+        let mut p = Pair::new(Config::default(), links, 5);
+        p.open_all(&[]);
+        let data = pattern(2_000_000, 3);
+        let mut feed = feeder(data.clone());
+        p.run_until_with(ms(300), &mut feed);
+        p.links[0].up = false;
+        p.run_until_with(ms(4_300), &mut feed);
+        p.links[0].up = true;
+        let back = p.now;
+        let backoff_before = p
+            .client
+            .path(braid_core::PathId(0))
+            .map(|i| i.stats.rto_count);
+        if nudge {
+            p.client.peer_alive(p.now);
+        }
+        p.run_until_with(ms(30_000), &mut feed);
+        assert!(p.server_received == data);
+        let resumed = p
+            .server_reads
+            .iter()
+            .find(|(t, _)| *t > back)
+            .map(|(t, _)| t.saturating_since(back))
+            .unwrap();
+        (
+            resumed,
+            backoff_before,
+            p.client.stats().peer_alive_retransmits,
+        )
+    };
+    let (alone, rtos, _) = run(false);
+    let (nudged, _, fired) = run(true);
+    assert!(
+        rtos.is_some_and(|n| n >= 3),
+        "the path backed off: {rtos:?}"
+    );
+    assert!(alone > Duration::from_millis(500), "alone: {alone:?}");
+    assert!(nudged < Duration::from_millis(100), "nudged: {nudged:?}");
+    assert_eq!(fired, 1);
 }

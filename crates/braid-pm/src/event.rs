@@ -77,9 +77,14 @@ pub enum Event {
         remote: Endpoint,
         backup: bool,
     },
+    /// A subflow closed, or a requested one failed before it was established (`subflow`
+    /// `None`). `iface`, when the backend knows it, lets the manager forget a request that never
+    /// got an id; either way the manager re-evaluates the interface (after a backoff) so that a
+    /// connection whose paths all closed opens them again while the interface is usable.
     SubflowClosed {
         conn: ConnId,
-        subflow: SubflowId,
+        subflow: Option<SubflowId>,
+        iface: Option<IfaceId>,
     },
     SubflowPriority {
         conn: ConnId,

@@ -33,6 +33,9 @@ pub enum Reason {
     Interface,
     /// The backup-mode variant hands over between primary and backup.
     Handover,
+    /// A subflow closed (broken, closed by the peer, failed to open) while its interface is
+    /// still usable: the policy runs again after a backoff.
+    Reopen,
 }
 
 /// One decision of the manager.
@@ -108,6 +111,8 @@ pub struct Stats {
     pub unknown_iface_samples: u64,
     /// Samples with impossible values (dropped).
     pub bad_samples: u64,
+    /// Re-evaluations of an interface after one of its subflows closed or failed.
+    pub reopen_checks: u64,
 }
 
 /// The configurable path manager (full mesh, backup, cross-layer, cross-layer backup mode,
@@ -120,12 +125,29 @@ pub struct Manager {
     commands: VecDeque<Command>,
     decisions: Vec<Decision>,
     next_prediction: Option<Instant>,
+    /// Interfaces to evaluate again after a subflow closed, per connection.
+    reopen: BTreeMap<(ConnId, IfaceId), Reopen>,
     now: Instant,
     stats: Stats,
 }
 
 /// Decisions kept for display.
 const DECISION_LOG: usize = 100_000;
+
+/// First wait before an interface whose subflow closed is evaluated again; it doubles with
+/// every close that follows without an established subflow, up to [`REOPEN_MAX`].
+pub const REOPEN_MIN: std::time::Duration = std::time::Duration::from_millis(100);
+/// Longest wait between two re-evaluations of an interface whose subflows keep failing.
+pub const REOPEN_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A pending re-evaluation of one interface for one connection.
+#[derive(Debug, Clone, Copy)]
+struct Reopen {
+    /// When the policy runs again (`None`: nothing scheduled, only the backoff is kept).
+    at: Option<Instant>,
+    /// The wait used for the next close.
+    delay: std::time::Duration,
+}
 
 impl Manager {
     pub fn new(cfg: Config) -> Result<Self, String> {
@@ -137,6 +159,7 @@ impl Manager {
             commands: VecDeque::new(),
             decisions: Vec::new(),
             next_prediction: None,
+            reopen: BTreeMap::new(),
             now: Instant::ZERO,
             stats: Stats::default(),
         })
@@ -543,6 +566,50 @@ impl Manager {
         }
     }
 
+    /// A subflow closed or a request failed: forget it, and evaluate its interface again after
+    /// the backoff, so a connection never stays without the subflows its policy wants (a path
+    /// declared broken, closed by the peer, or refused while the link was away). The backoff
+    /// keeps a backend whose subflows fail at once (no route yet) from spinning.
+    fn on_subflow_closed(
+        &mut self,
+        conn: ConnId,
+        subflow: Option<SubflowId>,
+        iface: Option<IfaceId>,
+    ) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let known = subflow.and_then(|id| c.subflows.iter().position(|s| s.id == Some(id)));
+        let iface = match known {
+            Some(i) => Some(c.subflows.remove(i).iface),
+            None => {
+                // A request that never got an id: forget one pending request of the interface.
+                if let Some(i) = iface
+                    && let Some(p) = c
+                        .subflows
+                        .iter()
+                        .position(|s| s.id.is_none() && s.iface == i)
+                {
+                    c.subflows.remove(p);
+                }
+                iface
+            }
+        };
+        let Some(iface) = iface else { return };
+        if !c.initiator || !c.established {
+            return;
+        }
+        let now = self.now;
+        let r = self.reopen.entry((conn, iface)).or_insert(Reopen {
+            at: None,
+            delay: REOPEN_MIN,
+        });
+        if r.at.is_none() {
+            r.at = Some(now + r.delay);
+            r.delay = (r.delay * 2).min(REOPEN_MAX);
+        }
+    }
+
     fn predict(&mut self, now: Instant) {
         let Some(h) = self.cfg.hmm.clone() else {
             return;
@@ -649,6 +716,7 @@ impl PathManager for Manager {
             }
             Event::ConnectionClosed { conn } => {
                 self.conns.remove(conn);
+                self.reopen.retain(|(c, _), _| c != conn);
             }
             Event::AddrAnnounced { conn, remote } => {
                 if let Some(c) = self.conns.get_mut(conn) {
@@ -697,14 +765,16 @@ impl PathManager for Manager {
                         backup: *backup,
                     }),
                 }
+                // The interface works: the next close waits the shortest time again.
+                self.reopen.remove(&(*conn, iface));
                 // The interface may have changed since the request.
                 self.apply(*conn, iface, Reason::Signal);
             }
-            Event::SubflowClosed { conn, subflow } => {
-                if let Some(c) = self.conns.get_mut(conn) {
-                    c.subflows.retain(|s| s.id != Some(*subflow));
-                }
-            }
+            Event::SubflowClosed {
+                conn,
+                subflow,
+                iface,
+            } => self.on_subflow_closed(*conn, *subflow, *iface),
             Event::SubflowPriority {
                 conn,
                 subflow,
@@ -791,10 +861,27 @@ impl PathManager for Manager {
         if self.next_prediction.is_some_and(|t| t <= now) {
             self.predict(now);
         }
+        let due: Vec<(ConnId, IfaceId)> = self
+            .reopen
+            .iter()
+            .filter(|(_, r)| r.at.is_some_and(|t| t <= now))
+            .map(|(&k, _)| k)
+            .collect();
+        for (c, iface) in due {
+            if let Some(r) = self.reopen.get_mut(&(c, iface)) {
+                r.at = None;
+            }
+            self.stats.reopen_checks += 1;
+            self.apply(c, iface, Reason::Reopen);
+        }
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.next_prediction
+        let reopen = self.reopen.values().filter_map(|r| r.at).min();
+        match (self.next_prediction, reopen) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn poll_command(&mut self) -> Option<Command> {

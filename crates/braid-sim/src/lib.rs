@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 pub mod bench;
+pub mod chaos;
 pub mod link;
 pub mod metrics;
 pub mod mobility;

@@ -79,6 +79,10 @@ pub struct ConnectionSpec {
     pub opportunistic_retransmission: bool,
     /// Floor of RTTVAR in the REJ formula.
     pub rej_min_rttvar: Dur,
+    /// Liveness probes as `braid tunnel` sends them (every keepalive on every link, answered
+    /// by the peer): every this often, each link that carries packets both ways tells both
+    /// ends that the peer is alive (`Connection::peer_alive`). Off when absent.
+    pub liveness_probe: Option<Dur>,
 }
 
 impl Default for ConnectionSpec {
@@ -105,6 +109,7 @@ impl Default for ConnectionSpec {
             max_datagram_size: c.max_datagram_size as u32,
             opportunistic_retransmission: c.opportunistic_retransmission,
             rej_min_rttvar: Dur(braid_core::reinject::REJ_MIN_RTTVAR),
+            liveness_probe: None,
         }
     }
 }

@@ -151,6 +151,8 @@ enum Kind {
     Beacon {
         link: u8,
     },
+    /// Liveness probes on every link (`connection.liveness_probe`).
+    Probe,
     /// The network manager notices a lost address (after the detection delay).
     AddrGone {
         link: u8,
@@ -472,6 +474,9 @@ impl<'a> World<'a> {
         }
         self.schedule(self.app.start, Kind::AppTick);
         self.schedule(Instant::ZERO, Kind::Sample);
+        if let Some(every) = self.variant.scenario.connection.liveness_probe {
+            self.schedule(Instant::ZERO + every.0, Kind::Probe);
+        }
         self.pump(CLIENT);
         let mut same_instant = 0u32;
         while let Some(Reverse(ev)) = self.queue.pop() {
@@ -528,6 +533,20 @@ impl<'a> World<'a> {
                 Kind::AppTick => self.app_tick(),
                 Kind::Action(i) => self.action(i as usize),
                 Kind::Beacon { link } => self.beacon(link as usize),
+                Kind::Probe => {
+                    // A probe answered over a link that works both ways: each end hears its
+                    // peer is alive.
+                    if self.links.iter().any(|l| l.dirs.iter().all(|d| d.is_up())) {
+                        for h in [CLIENT, SERVER] {
+                            self.hosts[h].conn.peer_alive(self.now);
+                        }
+                        self.pump(CLIENT);
+                        self.pump(SERVER);
+                    }
+                    if let Some(every) = self.variant.scenario.connection.liveness_probe {
+                        self.schedule(self.now + every.0, Kind::Probe);
+                    }
+                }
                 Kind::AddrGone { link, epoch } => self.addr_gone(link as usize, epoch),
                 Kind::Sample => {
                     self.sample();
@@ -929,6 +948,14 @@ impl<'a> World<'a> {
                         demote: backup,
                         flip: false,
                     });
+                } else {
+                    // Refused: the manager forgets the request and asks again later.
+                    let e = pm::Event::SubflowClosed {
+                        conn: CONN,
+                        subflow: None,
+                        iface: Some(iface),
+                    };
+                    self.pm.handle_event(self.now, &e);
                 }
             }
             pm::Command::RemoveSubflow { subflow, .. } => {
@@ -1299,9 +1326,10 @@ fn translate(e: &Event) -> Option<pm::Event> {
             },
             backup,
         },
-        Event::PathClosed { path, .. } => pm::Event::SubflowClosed {
+        Event::PathClosed { path, local, .. } => pm::Event::SubflowClosed {
             conn: CONN,
-            subflow: pm::SubflowId(u64::from(path.0)),
+            subflow: Some(pm::SubflowId(u64::from(path.0))),
+            iface: Some(pm::IfaceId(u32::from(local.0))),
         },
         Event::PathPriority { path, backup, .. } => pm::Event::SubflowPriority {
             conn: CONN,

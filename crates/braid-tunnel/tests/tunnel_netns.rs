@@ -388,7 +388,15 @@ gateway = "10.0.3.1:{GW_PORT}"
             .and_then(|c| c.iter().find(|c| c["peer"] == "b"))
             .map(|c| c["conn_id"].clone())
     };
-    let before = b_conn(&gw.status()).expect("b connected");
+    // The gateway publishes its status every 250 ms: wait until it lists b.
+    let t0 = Instant::now();
+    let before = loop {
+        if let Some(c) = b_conn(&gw.status()) {
+            break c;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "b connected");
+        std::thread::sleep(Duration::from_millis(50));
+    };
     let data = file_bytes(20 << 20);
     let want = sha256(&data);
     let rx = tcp_receiver(&topo.server);

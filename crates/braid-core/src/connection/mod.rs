@@ -102,6 +102,10 @@ pub enum Event {
     PathClosed {
         path: PathId,
         reason: PathCloseReason,
+        /// The local address the path used.
+        local: AddrId,
+        /// Whether the path had been established.
+        established: bool,
     },
     /// A path's backup flag changed (`by_peer`: through the peer's PATH_PRIO).
     PathPriority {
@@ -523,7 +527,11 @@ impl Connection {
         while let Some(idx) = self.paths.iter().position(|p| p.local == id) {
             self.close_path_at(idx, PathCloseReason::LocalAddrRemoved, false);
         }
-        self.ctrl_queue.push_back(Ctrl::RemoveAddr(id));
+        // The next path id marks which of our paths from `id` the removal covers: a path
+        // opened from it later (the address came back) is not touched by this removal, however
+        // late it arrives.
+        self.ctrl_queue
+            .push_back(Ctrl::RemoveAddr(id, PathId(self.next_path_id)));
     }
 
     /// The link layer lost address `id`: after the configured detection delay
@@ -543,6 +551,29 @@ impl Connection {
     /// The address came back before its removal was signalled.
     pub fn local_addr_restored(&mut self, id: AddrId) {
         self.pending_removals.retain(|(a, _)| *a != id);
+    }
+
+    /// The runtime heard from the peer by other means (a liveness probe, a re-keyed
+    /// session): every path whose retransmission timer has backed off retransmits now instead
+    /// of at its backed-off deadline, which after an outage of a few seconds can be seconds
+    /// away. The early expiry does not count as a backoff (a path that stays silent is
+    /// declared broken no sooner). Only paths silent for two backoffs or more are touched: a
+    /// path in ordinary loss recovery keeps its timer.
+    pub fn peer_alive(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        self.retry_backed_off(now);
+    }
+
+    /// Fires the backed-off retransmission timers now (see [`Connection::peer_alive`]).
+    fn retry_backed_off(&mut self, now: Instant) {
+        for p in &mut self.paths {
+            if p.backoff >= 2 && p.timer(PathTimer::Rto).is_some_and(|t| t > now) {
+                // `on_rto` counts it again when the timer fires.
+                p.backoff -= 1;
+                p.set_timer(PathTimer::Rto, Some(now));
+                self.stats.peer_alive_retransmits += 1;
+            }
+        }
     }
 
     // ---- outputs ----
@@ -741,12 +772,29 @@ impl Connection {
             self.closed_paths.pop_front();
         }
         self.stats.paths_closed += 1;
-        self.events
-            .push_back(Event::PathClosed { path: id, reason });
+        // The last usable path went: a path that backed off during an earlier outage may work
+        // again by now and is the only way left, so it retries at once rather than at its
+        // backed-off deadline.
+        if !self.paths.iter().any(|p| p.is_usable()) {
+            let now = self.now;
+            self.retry_backed_off(now);
+        }
+        self.events.push_back(Event::PathClosed {
+            path: id,
+            reason,
+            local: p.local,
+            established: p.is_established(),
+        });
         if self.tx_round_robin > idx {
             self.tx_round_robin -= 1;
         }
         self.release_send_buffer();
+    }
+
+    /// Whether the peer opened the path (client paths have even ids, server paths odd).
+    fn opened_by_peer(&self, id: PathId) -> bool {
+        let client_opened = id.0 % 2 == 0;
+        client_opened == (self.side == Side::Server)
     }
 
     fn path_index(&self, id: PathId) -> Option<usize> {

@@ -35,7 +35,8 @@ pub(crate) enum Ctrl {
         backup: bool,
         addr: SocketAddr,
     },
-    RemoveAddr(AddrId),
+    /// The address, and the next path id when it was removed (see `Frame::RemoveAddr`).
+    RemoveAddr(AddrId, PathId),
     /// The current backup flag of the path is sent.
     PathPrio(PathId),
     PathClose(PathId, u64),

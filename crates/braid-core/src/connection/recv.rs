@@ -189,16 +189,25 @@ impl Connection {
                 self.events
                     .push_back(Event::PeerAddrAnnounced { id, addr, backup });
             }
-            Frame::RemoveAddr { id } => {
-                let known = self.peer_addrs.iter().any(|(a, _, _)| *a == id);
-                self.peer_addrs.retain(|(a, _, _)| *a != id);
+            Frame::RemoveAddr { id, before } => {
+                // Paths the peer opened from `id` after it lost the address (ids from `before`
+                // on) are not covered: the address came back, and this removal was queued or
+                // delayed while it was gone. Every other path on the address is dead.
+                let newer = |p: &Path| self.opened_by_peer(p.id) && p.id.0 >= before.0;
+                let back = self.paths.iter().any(|p| p.remote == id && newer(p));
                 let mut any = false;
-                for p in self.paths.iter().filter(|p| p.remote == id) {
+                for p in self.paths.iter().filter(|p| p.remote == id && !newer(p)) {
                     any = true;
                     if !to_close.iter().any(|(c, _)| *c == p.id) {
                         to_close.push((p.id, PathCloseReason::PeerAddrRemoved));
                     }
                 }
+                if back {
+                    self.stats.stale_removals += 1;
+                    return;
+                }
+                let known = self.peer_addrs.iter().any(|(a, _, _)| *a == id);
+                self.peer_addrs.retain(|(a, _, _)| *a != id);
                 if known || any {
                     self.events.push_back(Event::PeerAddrRemoved { id });
                 }

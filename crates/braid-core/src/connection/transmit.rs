@@ -41,6 +41,9 @@ enum SegmentKind {
     Redundant,
 }
 
+/// Window a filler retransmission needs (a header, acknowledgements and a PING).
+const FILL_ROOM: u64 = 64;
+
 impl Connection {
     /// Writes the next datagram to send into `buf` (cleared first), or returns `None` when
     /// nothing is to be sent now.
@@ -97,8 +100,17 @@ impl Connection {
         }
         let mss = self.cfg.max_datagram_size as u64;
         if let Some(seq) = self.paths[idx].next_lost() {
+            // A lost packet whose contents all arrived another way (reinjected and
+            // acknowledged) goes again as a bare PING of a few bytes, only to fill its number:
+            // it needs no full segment of window. Charged a whole segment each, a path with a
+            // collapsed window after an outage sent them one per RTT while the stream waited.
+            let room = if self.holds_nothing(idx, seq) {
+                FILL_ROOM
+            } else {
+                mss
+            };
             let p = &mut self.paths[idx];
-            if p.fast_retransmit || p.has_room(mss) {
+            if p.fast_retransmit || p.has_room(room) {
                 p.fast_retransmit = false;
                 p.pop_lost(seq);
                 return Some(self.retransmit(now, idx, seq, buf));
@@ -187,6 +199,19 @@ impl Connection {
             &self.cfg,
         );
         self.transmit(idx, buf)
+    }
+
+    /// Whether packet `seq` of path `idx` carries nothing the peer still needs (no path
+    /// open, no control frame, no unacknowledged stream byte).
+    fn holds_nothing(&self, idx: usize, seq: u64) -> bool {
+        let p = &self.paths[idx];
+        p.packet(seq).is_some_and(|pkt| {
+            !(pkt.path_open && p.state == PathState::Opening)
+                && pkt.ctrl.is_empty()
+                && pkt
+                    .data
+                    .is_none_or(|d| self.send.range_acked(d.dsn, u64::from(d.len), d.fin))
+        })
     }
 
     /// Sends packet `seq` of path `idx` again, with the same number, on the same path.
@@ -367,7 +392,7 @@ impl Connection {
     fn emit_ctrl(&self, c: &Ctrl, buf: &mut Vec<u8>) {
         match *c {
             Ctrl::AddAddr { id, backup, addr } => Frame::AddAddr { id, backup, addr }.emit(buf),
-            Ctrl::RemoveAddr(id) => Frame::RemoveAddr { id }.emit(buf),
+            Ctrl::RemoveAddr(id, before) => Frame::RemoveAddr { id, before }.emit(buf),
             Ctrl::PathPrio(path) => {
                 let backup = self
                     .paths
@@ -412,7 +437,7 @@ impl Connection {
             return None;
         }
         let avoid = match self.ctrl_queue.front() {
-            Some(Ctrl::RemoveAddr(id)) => Some(*id),
+            Some(Ctrl::RemoveAddr(id, _)) => Some(*id),
             _ => None,
         };
         let idx = self.best_path(avoid)?;
@@ -469,6 +494,10 @@ impl Connection {
     fn fill_views(&mut self) {
         let mss = self.cfg.max_datagram_size as u64;
         self.view_scratch.clear();
+        // When every path is potentially failed, they all stay candidates: a path suspected
+        // after an outage with nothing left in flight would otherwise never be tried again,
+        // and the stream would wait for nothing.
+        let fallback = !self.paths.iter().any(|p| p.is_usable());
         for p in &self.paths {
             self.view_scratch.push(PathView {
                 id: p.id,
@@ -478,7 +507,7 @@ impl Connection {
                 in_flight: p.in_flight,
                 has_room: p.has_room(mss),
                 backup: p.backup,
-                usable: p.is_usable(),
+                usable: p.is_usable() || (fallback && p.is_established()),
                 loss_rate: p.loss_rate,
             });
         }

@@ -62,8 +62,11 @@ pub enum Frame<'a> {
         backup: bool,
         addr: SocketAddr,
     },
-    /// The sender's address `id` is gone: every path using it is dead.
-    RemoveAddr { id: AddrId },
+    /// The sender's address `id` is gone: every path using it is dead, except the paths the
+    /// sender opened from it with an id at or above `before` (the sender's next path id when it
+    /// lost the address). Such a newer path means the address came back and this removal is
+    /// stale: the receiver ignores it (see ARCHITECTURE.md, "Address removals").
+    RemoveAddr { id: AddrId, before: PathId },
     /// Opens the path this packet travels on, from the sender's address `local` to the
     /// receiver's address `remote`.
     PathOpen {
@@ -134,9 +137,10 @@ impl Frame<'_> {
                 }
                 out.extend_from_slice(&addr.port().to_be_bytes());
             }
-            Frame::RemoveAddr { id } => {
+            Frame::RemoveAddr { id, before } => {
                 out.push(REMOVE_ADDR);
                 out.push(id.0);
+                varint::write(out, u64::from(before.0));
             }
             Frame::PathOpen {
                 local,
@@ -435,6 +439,7 @@ impl<'a> FrameIter<'a> {
             }
             REMOVE_ADDR => Frame::RemoveAddr {
                 id: AddrId(r.u8()?),
+                before: path_id(r)?,
             },
             PATH_OPEN => Frame::PathOpen {
                 local: AddrId(r.u8()?),

@@ -27,7 +27,8 @@ use std::fmt;
 use varint::Reader;
 
 /// Current wire version.
-pub const VERSION: u8 = 1;
+/// Version 2: REMOVE_ADDR carries the sender's next path id (stale removals are recognised).
+pub const VERSION: u8 = 2;
 
 /// Bytes of the header apart from the two varints.
 pub const HEADER_FIXED_LEN: usize = 1 + 4;

@@ -38,7 +38,10 @@ fn packet_with_every_frame_round_trips() {
             backup: true,
             addr: SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 4433),
         },
-        Frame::RemoveAddr { id: AddrId(1) },
+        Frame::RemoveAddr {
+            id: AddrId(1),
+            before: PathId(6),
+        },
         Frame::PathOpen {
             local: AddrId(1),
             remote: AddrId(0),
@@ -71,11 +74,16 @@ fn packet_with_every_frame_round_trips() {
 fn rejects_bad_headers_and_frames() {
     assert_eq!(parse(&[]).unwrap_err(), ParseError::Truncated);
     assert_eq!(
-        parse(&[0x20, 0, 0, 0, 0, 0, 0]).unwrap_err(),
-        ParseError::Version(2)
+        parse(&[0x30, 0, 0, 0, 0, 0, 0]).unwrap_err(),
+        ParseError::Version(3)
+    );
+    // Version 1 (REMOVE_ADDR without its path bound) is refused, not misread.
+    assert_eq!(
+        parse(&[0x10, 0, 0, 0, 0, 0, 0]).unwrap_err(),
+        ParseError::Version(1)
     );
     assert_eq!(
-        parse(&[0x11, 0, 0, 0, 0, 0, 0]).unwrap_err(),
+        parse(&[0x21, 0, 0, 0, 0, 0, 0]).unwrap_err(),
         ParseError::Reserved
     );
     let mut buf = Vec::new();
@@ -116,7 +124,7 @@ enum OwnedFrame {
     DataAck(u64, u64, Vec<(u64, u64)>),
     Data(u64, bool, Vec<u8>),
     AddAddr(u8, bool, SocketAddr),
-    RemoveAddr(u8),
+    RemoveAddr(u8, u32),
     PathOpen(u8, u8, bool),
     PathPrio(u32, bool),
     PathClose(u32, u64),
@@ -152,7 +160,7 @@ fn arb_frame() -> impl Strategy<Value = OwnedFrame> {
         )
             .prop_map(|(d, f, p)| OwnedFrame::Data(d, f, p)),
         (any::<u8>(), any::<bool>(), arb_addr()).prop_map(|(i, b, a)| OwnedFrame::AddAddr(i, b, a)),
-        any::<u8>().prop_map(OwnedFrame::RemoveAddr),
+        (any::<u8>(), any::<u32>()).prop_map(|(i, b)| OwnedFrame::RemoveAddr(i, b)),
         (any::<u8>(), any::<u8>(), any::<bool>())
             .prop_map(|(l, r, b)| OwnedFrame::PathOpen(l, r, b)),
         (any::<u32>(), any::<bool>()).prop_map(|(p, b)| OwnedFrame::PathPrio(p, b)),
@@ -181,7 +189,11 @@ fn emit_owned(h: &Header, frames: &[OwnedFrame]) -> Vec<u8> {
                 addr: *a,
             }
             .emit(&mut out),
-            OwnedFrame::RemoveAddr(i) => Frame::RemoveAddr { id: AddrId(*i) }.emit(&mut out),
+            OwnedFrame::RemoveAddr(i, b) => Frame::RemoveAddr {
+                id: AddrId(*i),
+                before: PathId(*b),
+            }
+            .emit(&mut out),
             OwnedFrame::PathOpen(l, r, b) => Frame::PathOpen {
                 local: AddrId(*l),
                 remote: AddrId(*r),
@@ -229,7 +241,9 @@ fn frame_matches(owned: &OwnedFrame, f: &Frame<'_>) -> bool {
         (OwnedFrame::AddAddr(i, b, a), Frame::AddAddr { id, backup, addr }) => {
             *i == id.0 && b == backup && a == addr
         }
-        (OwnedFrame::RemoveAddr(i), Frame::RemoveAddr { id }) => *i == id.0,
+        (OwnedFrame::RemoveAddr(i, b), Frame::RemoveAddr { id, before }) => {
+            *i == id.0 && *b == before.0
+        }
         (
             OwnedFrame::PathOpen(l, r, b),
             Frame::PathOpen {

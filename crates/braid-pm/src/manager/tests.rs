@@ -426,3 +426,91 @@ fn configuration_errors_say_what_is_allowed() {
     assert!(bad(&|c| c.ifaces[0].threshold_dbm = None).contains("threshold"));
     assert!(bad(&|c| c.mode = Mode::CrossLayerBackup).contains("backup = true"));
 }
+
+fn closed(m: &mut Manager, t: u64, subflow: Option<u64>, iface: Option<IfaceId>) {
+    m.handle_event(
+        ms(t),
+        &Event::SubflowClosed {
+            conn: C,
+            subflow: subflow.map(SubflowId),
+            iface,
+        },
+    );
+}
+
+/// Runs the manager's timers up to `t` and returns the commands they produced.
+fn until(m: &mut Manager, t: u64) -> Vec<Command> {
+    while let Some(d) = m.poll_timeout().filter(|d| *d <= ms(t)) {
+        m.handle_timeout(d);
+    }
+    drain(m)
+}
+
+#[test]
+fn a_broken_subflow_is_opened_again_while_its_interface_is_usable() {
+    let mut m = setup(Mode::FullMesh, |_| {});
+    let _ = drain(&mut m);
+    established(&mut m, 10, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    // Both subflows break (no REMOVE from the manager itself): nothing at once, both after
+    // the first backoff.
+    closed(&mut m, 1000, Some(101), None);
+    closed(&mut m, 1000, Some(100), None);
+    assert!(drain(&mut m).is_empty());
+    assert!(until(&mut m, 1000 + REOPEN_MIN.as_millis() as u64 - 1).is_empty());
+    let cmds = until(&mut m, 1000 + REOPEN_MIN.as_millis() as u64);
+    assert!(creates(&cmds, WLAN) && creates(&cmds, LTE), "{cmds:?}");
+    assert_eq!(m.stats().reopen_checks, 2);
+}
+
+#[test]
+fn a_request_that_fails_is_forgotten_and_asked_again_with_backoff() {
+    let mut m = setup(Mode::FullMesh, |_| {});
+    let cmds = drain(&mut m);
+    assert!(creates(&cmds, WLAN));
+    // The backend refuses the request (no id yet): one retry after each backoff, growing.
+    let mut t = 100;
+    let mut waits = Vec::new();
+    for _ in 0..6 {
+        closed(&mut m, t, None, Some(WLAN));
+        let at = m.poll_timeout().expect("a retry is scheduled");
+        waits.push(at.saturating_since(ms(t)));
+        let cmds = until(&mut m, at.micros() / 1000);
+        assert!(creates(&cmds, WLAN), "{cmds:?}");
+        t = at.micros() / 1000;
+    }
+    assert_eq!(waits[0], REOPEN_MIN);
+    assert!(waits.windows(2).all(|w| w[1] >= w[0]), "{waits:?}");
+    assert_eq!(*waits.last().unwrap(), REOPEN_MAX);
+    // Established: the backoff starts over.
+    established(&mut m, t + 10, WLAN, 102, ep(1, [10, 0, 1, 2]));
+    closed(&mut m, t + 20, Some(102), None);
+    assert_eq!(m.poll_timeout(), Some(ms(t + 20) + REOPEN_MIN));
+}
+
+#[test]
+fn a_closed_subflow_on_a_gone_interface_is_not_reopened() {
+    let mut m = setup(Mode::FullMesh, |_| {});
+    let _ = drain(&mut m);
+    established(&mut m, 10, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    m.handle_event(
+        ms(20),
+        &Event::LocalAddrRemoved {
+            iface: WLAN,
+            id: AddrId(1),
+        },
+    );
+    let _ = drain(&mut m);
+    closed(&mut m, 21, Some(101), Some(WLAN));
+    let cmds = until(&mut m, 10_000);
+    assert!(!creates(&cmds, WLAN), "{cmds:?}");
+    // The address returns: the subflow is opened at once.
+    m.handle_event(
+        ms(10_000),
+        &Event::LocalAddrNew {
+            iface: WLAN,
+            id: AddrId(1),
+            addr: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 1, 2))),
+        },
+    );
+    assert!(creates(&drain(&mut m), WLAN));
+}

@@ -33,6 +33,14 @@ use crate::secure::{Event as SecEvent, Initiator, InitiatorConfig, Keypair, Outc
 /// Datagrams handled per wake-up before transmits are polled.
 const RX_BUDGET: usize = 512;
 
+/// First wait for a handshake response; doubles up to [`HANDSHAKE_RETRY_MAX`].
+const HANDSHAKE_RETRY: Duration = Duration::from_millis(500);
+const HANDSHAKE_RETRY_MAX: Duration = Duration::from_secs(1);
+/// Data unanswered this long: a probing handshake (see `InitiatorConfig::probe_after`).
+const PROBE_AFTER: Duration = Duration::from_millis(500);
+/// A connection with data queued and no usable path this long is logged.
+const PATHLESS_REPORT: Duration = Duration::from_secs(1);
+
 /// Runs the client until SIGINT or SIGTERM.
 pub async fn run_client(cfg: ClientConfig) -> Result<(), DaemonError> {
     run_client_until(cfg, super::shutdown_signal()).await
@@ -150,15 +158,35 @@ struct Client {
     plain: Vec<u8>,
     sealed: Vec<u8>,
     rotate: usize,
+    /// The current connection's pathless episode was logged.
+    pathless_reported: bool,
+    /// Since when the connection has had no usable path although a link was up (the
+    /// replacement clock: time with every link down does not count).
+    pathless_with_link: Option<braid_core::Instant>,
+    /// Connections replaced because they had no usable path for `dead_after_ms`.
+    replaced_pathless: u64,
+    /// Connections replaced because the gateway restarted (another instance answered).
+    replaced_restart: u64,
 }
 
 impl Client {
     fn new(cfg: ClientConfig) -> Result<Client, DaemonError> {
         let keypair = Keypair::from_private(cfg.private_key()?);
+        let dead_after = Duration::from_millis(cfg.dead_after_ms.max(1));
         let icfg = InitiatorConfig {
             keepalive: Duration::from_millis(cfg.keepalive_ms.max(1)),
-            rx_timeout: Duration::from_millis(cfg.dead_after_ms.max(1)),
-            handshake_retry_max: Duration::from_secs(5),
+            rx_timeout: dead_after,
+            // A gateway that comes back is reached within about a second: initiations every
+            // 0.5 s, then every 1 s (~150 bytes each) while it is away.
+            handshake_retry: HANDSHAKE_RETRY,
+            handshake_retry_max: HANDSHAKE_RETRY_MAX,
+            // Silence after data: a probing handshake finds a restarted gateway (see
+            // `produce`) long before `dead_after_ms`.
+            probe_after: Some(
+                PROBE_AFTER
+                    .min(dead_after / 2)
+                    .max(Duration::from_millis(1)),
+            ),
             ..InitiatorConfig::default()
         };
         let sec = Initiator::new(keypair, cfg.gateway_key()?, icfg)
@@ -211,6 +239,10 @@ impl Client {
             plain: Vec::with_capacity(2048),
             sealed: Vec::with_capacity(2048),
             rotate: 0,
+            pathless_reported: false,
+            pathless_with_link: None,
+            replaced_pathless: 0,
+            replaced_restart: 0,
             cfg,
         };
         let now = c.clock.now();
@@ -391,7 +423,11 @@ impl Client {
         };
         match &mut self.tunnel {
             Some(t) if t.id == id => {
-                if !core.is_empty() {
+                if core.is_empty() {
+                    // The gateway echoed a liveness probe: paths that backed off during an
+                    // outage retransmit now rather than seconds later.
+                    t.conn.peer_alive(now);
+                } else {
                     let _ = t.conn.handle_datagram(now, core);
                 }
             }
@@ -529,6 +565,9 @@ impl Client {
             }
         };
         let mut t = Tunnel::new(self.core.clone(), Side::Client, now, id, self.ptos);
+        t.gateway_instance = self.sec.gateway_instance();
+        self.pathless_reported = false;
+        self.pathless_with_link = None;
         let first = self.primary();
         self.first_link = first;
         let _ = t.conn.open_path(
@@ -580,6 +619,16 @@ impl Client {
             match ev {
                 SecEvent::Established { index, .. } => {
                     debug!(index, "session established");
+                    let instance = self.sec.gateway_instance();
+                    let restarted = self.tunnel.as_ref().is_some_and(|t| {
+                        t.gateway_instance.is_some() && instance != t.gateway_instance
+                    });
+                    if restarted {
+                        // The new session is authenticated by the gateway's static key and
+                        // names another run of it: the old one, and our connection, are gone.
+                        self.replaced_restart += 1;
+                        self.end_connection(now, "gateway restarted");
+                    }
                     if self.tunnel.is_none() {
                         self.start_connection(now);
                     }
@@ -594,6 +643,10 @@ impl Client {
             self.send_secure(&d).await;
         }
         self.run_pm(now);
+        if !self.links.iter().any(|l| l.up) {
+            self.sec.links_down();
+        }
+        self.check_paths(now);
         let Some(t) = &mut self.tunnel else {
             self.tun.flush().await;
             return;
@@ -632,6 +685,45 @@ impl Client {
         self.tun.flush().await;
     }
 
+    /// A connection with data queued and no usable path is logged after
+    /// [`PATHLESS_REPORT`], and replaced once it has had no usable path for `dead_after_ms`
+    /// of time with a link up: the path manager reopens paths as soon as links return, so
+    /// this is the last resort when the connection cannot get one (the gateway lost it, or
+    /// refuses its paths). Keepalives and probes alone never keep such a connection.
+    fn check_paths(&mut self, now: braid_core::Instant) {
+        let Some(t) = &mut self.tunnel else { return };
+        let Some(pathless) = t.track_paths(now) else {
+            self.pathless_reported = false;
+            self.pathless_with_link = None;
+            return;
+        };
+        if !self.links.iter().any(|l| l.up) {
+            self.pathless_with_link = None;
+        } else {
+            self.pathless_with_link.get_or_insert(now);
+        }
+        if !t.conn.is_established() || t.queued() == 0 {
+            return;
+        }
+        if pathless >= PATHLESS_REPORT && !self.pathless_reported {
+            self.pathless_reported = true;
+            warn!(
+                conn = format!("{:08x}", t.id),
+                queued = t.queued(),
+                "no usable path; data waiting"
+            );
+        }
+        let dead_after = Duration::from_millis(self.cfg.dead_after_ms.max(1));
+        let with_link = self
+            .pathless_with_link
+            .map_or(Duration::ZERO, |t| now.saturating_since(t));
+        if with_link >= dead_after && self.sec.has_session() {
+            self.replaced_pathless += 1;
+            self.end_connection(now, "no usable path for dead_after_ms");
+            self.start_connection(now);
+        }
+    }
+
     /// Connection events to the path manager, its commands to the connection (as the
     /// simulator's `run_pm`).
     fn run_pm(&mut self, now: braid_core::Instant) {
@@ -667,14 +759,25 @@ impl Client {
         let conn = &mut t.conn;
         match c {
             pm::Command::CreateSubflow {
+                iface,
                 local,
                 remote,
                 backup,
                 ..
             } => {
                 let l = usize::from(local.id.0);
-                if self.links.get(l).is_some_and(|l| l.up) {
-                    let _ = conn.open_path(now, AddrId(local.id.0), AddrId(remote.id.0), backup);
+                let opened = self.links.get(l).is_some_and(|l| l.up)
+                    && conn
+                        .open_path(now, AddrId(local.id.0), AddrId(remote.id.0), backup)
+                        .is_ok();
+                if !opened {
+                    // Refused: the manager forgets the request and asks again later.
+                    let e = pm::Event::SubflowClosed {
+                        conn: pm::ConnId(self.conn_no),
+                        subflow: None,
+                        iface: Some(iface),
+                    };
+                    self.pm.handle_event(now, &e);
                 }
             }
             pm::Command::RemoveSubflow { subflow, .. } => {
@@ -730,6 +833,10 @@ impl Client {
                 });
                 c["peer"] = "gateway".into();
                 c["conn_id"] = format!("{:08x}", t.id).into();
+                c["pathless_s"] = t
+                    .pathless(self.clock.now())
+                    .map_or(0.0, |d| d.as_secs_f64())
+                    .into();
                 c["framing"] = t.framing_json();
                 c
             })
@@ -743,6 +850,10 @@ impl Client {
                 "name": l.name, "up": l.up, "gateway": l.gateway.to_string(), "backup": l.backup,
             })).collect::<Vec<_>>(),
             "connections_started": self.connections,
+            "connections_replaced": {
+                "no_usable_path": self.replaced_pathless,
+                "gateway_restarted": self.replaced_restart,
+            },
             "udp": udp::io_json(&self.socks),
             "drops": drops,
             "secure": super::secure_json(self.sec.stats()),
@@ -827,9 +938,10 @@ fn translate(conn: pm::ConnId, e: &Event, links: &[Link], first: u8) -> Option<p
             remote: gateway,
             iface: Some(pm::IfaceId(u32::from(first))),
         },
-        Event::PathClosed { path, .. } => pm::Event::SubflowClosed {
+        Event::PathClosed { path, local, .. } => pm::Event::SubflowClosed {
             conn,
-            subflow: pm::SubflowId(u64::from(path.0)),
+            subflow: Some(pm::SubflowId(u64::from(path.0))),
+            iface: Some(pm::IfaceId(u32::from(local.0))),
         },
         Event::PathPriority { path, backup, .. } => pm::Event::SubflowPriority {
             conn,

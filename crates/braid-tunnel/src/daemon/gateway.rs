@@ -14,6 +14,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
 use braid_core::{Config, PathId, Side};
+use rand::RngExt;
 use serde_json::{Value, json};
 use tracing::{debug, info, warn};
 
@@ -132,6 +133,9 @@ impl Gateway {
         };
         let mut sec =
             Responder::new(keypair, [], rcfg).map_err(|e| DaemonError(format!("gateway: {e}")))?;
+        // This run's instance: clients that find another one in a new session know at once
+        // that their connection is gone (see `Responder::set_instance`).
+        sec.set_instance(rand::rng().random_range(1..=u64::MAX));
         let mut peers = Vec::new();
         for (i, c) in cfg.clients.iter().enumerate() {
             let public = crate::secure::PublicKey::from_base64(c.public_key.trim())
@@ -362,7 +366,9 @@ impl Gateway {
         }
         let t = p.tunnel.as_mut().expect("just set");
         if let Some(path) = tunnel::probe(core) {
-            // A liveness probe: echo it (see `tunnel::split`); the path it names is there.
+            // A liveness probe: echo it (see `tunnel::split`); the path it names is there,
+            // and paths that backed off during an outage retransmit now.
+            t.conn.peer_alive(now);
             if let Some(path) = path.filter(|&id| t.conn.path(id).is_some()) {
                 let prev = p.addrs.insert(path, (sock, from));
                 if prev.is_some_and(|(_, a)| a != from) {
@@ -442,6 +448,7 @@ impl Gateway {
         while let Some(ev) = t.conn.poll_event() {
             debug!(client = %p.name, ?ev, "connection event");
         }
+        t.track_paths(now);
         // Stream → packets → TUN, each checked against the client's addresses.
         let tun = &mut self.tun;
         let drops = &mut self.drops;
@@ -495,6 +502,7 @@ impl Gateway {
     }
 
     fn publish(&self, shared: &Shared) {
+        let now = self.clock.now();
         let mut drops = super::secure_drops(self.sec.stats());
         let d = &self.drops;
         for (k, v) in [
@@ -527,6 +535,7 @@ impl Gateway {
                 });
                 c["peer"] = p.name.clone().into();
                 c["conn_id"] = format!("{:08x}", t.id).into();
+                c["pathless_s"] = t.pathless(now).map_or(0.0, |d| d.as_secs_f64()).into();
                 c["last_addr"] = p.last.map(|(_, a)| a.to_string()).into();
                 c["connections"] = p.connections.into();
                 c["framing"] = t.framing_json();

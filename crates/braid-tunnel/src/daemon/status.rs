@@ -66,6 +66,8 @@ pub fn connection_json(conn: &Connection, addr_of: impl Fn(PathId) -> Option<Str
         "ofo_peak_bytes": s.ofo_peak_bytes,
         "paths_opened": s.paths_opened,
         "paths_closed": s.paths_closed,
+        "usable_paths": conn.paths().filter(|p| p.usable).count(),
+        "stale_removals": s.stale_removals,
         "send_buffered": conn.send_buffered(),
         "drops": {
             "malformed": d.malformed, "unknown_path": d.unknown_path,
@@ -141,6 +143,13 @@ pub fn status_table(v: &Value) -> String {
             "reinj",
             "flags"
         );
+        if let Some(secs) = c["pathless_s"].as_f64().filter(|s| *s > 0.0) {
+            let _ = writeln!(
+                out,
+                "  NO USABLE PATH for {secs:.1} s ({} queued)",
+                bytes(&c["send_buffered"])
+            );
+        }
         for p in c["paths"].as_array().unwrap_or(&empty) {
             let mut flags = String::new();
             if p["backup"].as_bool() == Some(true) {
@@ -271,7 +280,18 @@ pub fn prometheus(v: &Value) -> String {
     }
     let empty = Vec::new();
     let conns = v["connections"].as_array().unwrap_or(&empty);
+    // Connections without a usable path (all links away, or every path broken): how many,
+    // and for how long each has been so.
+    let pathless = conns
+        .iter()
+        .filter(|c| c["pathless_s"].as_f64().is_some_and(|s| s > 0.0))
+        .count();
+    let _ = writeln!(out, "# TYPE braid_tunnel_connections_without_path gauge");
+    let _ = writeln!(out, "braid_tunnel_connections_without_path {pathless}");
     let conn_metrics = [
+        ("usable_paths", "gauge"),
+        ("pathless_s", "gauge"),
+        ("send_buffered", "gauge"),
         ("bytes_sent", "counter"),
         ("bytes_received", "counter"),
         ("delivered_bytes", "counter"),

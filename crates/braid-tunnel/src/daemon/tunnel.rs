@@ -27,6 +27,11 @@ pub struct Tunnel {
     read_buf: Vec<u8>,
     /// Packets dropped because StoP met an invalid header (the connection is then reset).
     pub stop_errors: u64,
+    /// Since when the connection has had no usable path (`None`: it has one).
+    pathless_since: Option<Instant>,
+    /// The gateway instance the connection was made with (client; see
+    /// `Initiator::gateway_instance`).
+    pub gateway_instance: Option<u64>,
 }
 
 impl Tunnel {
@@ -40,7 +45,30 @@ impl Tunnel {
             stop: StoP::new(mtu),
             read_buf: vec![0; 256 * 1024],
             stop_errors: 0,
+            pathless_since: Some(now),
+            gateway_instance: None,
         }
+    }
+
+    /// Follows whether the connection has a usable path (call after every input); returns
+    /// how long it has had none.
+    pub fn track_paths(&mut self, now: Instant) -> Option<std::time::Duration> {
+        if self.conn.paths().any(|p| p.usable) {
+            self.pathless_since = None;
+        } else {
+            self.pathless_since.get_or_insert(now);
+        }
+        self.pathless(now)
+    }
+
+    /// How long the connection has had no usable path, as of the last [`Tunnel::track_paths`].
+    pub fn pathless(&self, now: Instant) -> Option<std::time::Duration> {
+        self.pathless_since.map(|t| now.saturating_since(t))
+    }
+
+    /// Bytes waiting to go: the stream's unacknowledged bytes and PtoS's batches.
+    pub fn queued(&self) -> u64 {
+        self.conn.send_buffered() + self.ptos.len() as u64
     }
 
     /// An IP packet read from the TUN device: into the stream (batched by PtoS).

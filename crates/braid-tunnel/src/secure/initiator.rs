@@ -19,9 +19,9 @@ use super::limit::COOKIE_LIFETIME;
 use super::session::{SealError, Session, data_header};
 use super::stats::{DropReason, Stats};
 use super::wire::{
-    COOKIE_NONCE_LEN, COOKIE_REPLY_LEN, INIT_MIN, INIT_NOISE_MIN, MAC_LEN, RESPONSE_MIN,
-    TYPE_COOKIE, TYPE_DATA, TYPE_INIT, TYPE_RESPONSE, VERSION, cookie_key, mac, mac1_key,
-    open_cookie, prologue, read_u32, verify_mac,
+    COOKIE_NONCE_LEN, COOKIE_REPLY_LEN, INIT_MIN, INIT_NOISE_MIN, INSTANCE_LEN, MAC_LEN,
+    RESPONSE_MIN, TYPE_COOKIE, TYPE_DATA, TYPE_INIT, TYPE_RESPONSE, VERSION, cookie_key, mac,
+    mac1_key, open_cookie, prologue, read_u32, verify_mac,
 };
 use super::{ConfigError, Event, ExpiryReason, Outcome, PeerId, noise};
 
@@ -46,6 +46,11 @@ pub struct InitiatorConfig {
     pub rx_timeout: Duration,
     /// How long a replaced session still opens datagrams.
     pub grace: Duration,
+    /// Data sent and nothing authenticated received for this long: start a handshake beside
+    /// the current session (which stays in use). A live gateway answers it (an early re-key);
+    /// one that restarted answers with another instance ([`Initiator::gateway_instance`]), so
+    /// the client learns of the restart well before `rx_timeout`. `None`: no such probe.
+    pub probe_after: Option<Duration>,
     /// Keep a session at all times once started: re-key on age even when idle, and
     /// re-handshake as soon as a session ends. Otherwise a handshake starts only when
     /// [`Initiator::seal`] finds no session.
@@ -65,6 +70,7 @@ impl Default for InitiatorConfig {
             keepalive: Duration::from_secs(10),
             rx_timeout: Duration::from_secs(15),
             grace: Duration::from_secs(10),
+            probe_after: None,
             always_on: true,
         }
     }
@@ -81,6 +87,7 @@ impl InitiatorConfig {
             (self.max_session_age.is_zero(), "max_session_age"),
             (self.keepalive.is_zero(), "keepalive"),
             (self.rx_timeout.is_zero(), "rx_timeout"),
+            (self.probe_after.is_some_and(|d| d.is_zero()), "probe_after"),
         ];
         match checks.iter().find(|(bad, _)| *bad) {
             Some((_, field)) => Err(ConfigError::Zero(field)),
@@ -115,6 +122,8 @@ pub struct Initiator {
     active: bool,
     cookie: Option<([u8; MAC_LEN], Instant)>,
     unanswered_since: Option<Instant>,
+    /// The gateway instance named by the last handshake response (`None`: it named none).
+    gateway_instance: Option<u64>,
     transmits: VecDeque<Vec<u8>>,
     events: VecDeque<Event>,
     stats: Stats,
@@ -151,6 +160,7 @@ impl Initiator {
             active: false,
             cookie: None,
             unanswered_since: None,
+            gateway_instance: None,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
@@ -244,6 +254,10 @@ impl Initiator {
                 self.previous = dead.map(|s| (s, now + self.config.grace));
                 self.expired(index, ExpiryReason::Unanswered);
                 self.want_handshake(now);
+            } else if self.probe_due().is_some_and(|t| t <= now) {
+                // Silence: ask the gateway for a new session beside the current one.
+                self.stats.probe_handshakes += 1;
+                self.want_handshake(now);
             }
         }
         let always_on = self.config.always_on && self.active;
@@ -290,6 +304,7 @@ impl Initiator {
             let mut times = vec![s.created + self.config.max_session_age];
             times.extend(s.keepalive_due);
             times.extend(self.unanswered_since.map(|u| u + self.config.rx_timeout));
+            times.extend(self.probe_due());
             let rekeying = self.pending.is_some() || self.handshake_wanted.is_some();
             if self.config.always_on && self.active && !rekeying {
                 times.push(s.created + self.config.rekey_after_time);
@@ -348,6 +363,30 @@ impl Initiator {
     /// The counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// No link can reach the gateway now (the runtime knows it from the link layer): its
+    /// silence says nothing about the gateway, so the receive timeout and the probe start over
+    /// from the next data sealed. Without this, every link down for `rx_timeout` would end a
+    /// session, and the connection with it, that the gateway still holds.
+    pub fn links_down(&mut self) {
+        self.unanswered_since = None;
+    }
+
+    /// The gateway instance named in the last handshake response, if it named one (see
+    /// [`crate::secure::Responder::set_instance`]).
+    pub fn gateway_instance(&self) -> Option<u64> {
+        self.gateway_instance
+    }
+
+    /// When a silent gateway gets a probing handshake: only with a session, unanswered data,
+    /// and no handshake under way.
+    fn probe_due(&self) -> Option<Instant> {
+        let after = self.config.probe_after?;
+        if self.current.is_none() || self.pending.is_some() || self.handshake_wanted.is_some() {
+            return None;
+        }
+        self.unanswered_since.map(|t| t + after)
     }
 
     fn want_handshake(&mut self, now: Instant) {
@@ -465,6 +504,12 @@ impl Initiator {
             .read_message(noise_msg, &mut payload)
             .map_err(|_| DropReason::HandshakeFailed)?;
         let remote_index = read_u32(&payload[..len], 0).ok_or(DropReason::HandshakeFailed)?;
+        // The gateway's instance, when it sends one (older gateways send the index alone).
+        let instance = payload[..len]
+            .get(4..4 + INSTANCE_LEN)
+            .and_then(|b| <[u8; INSTANCE_LEN]>::try_from(b).ok())
+            .map(u64::from_be_bytes)
+            .filter(|&i| i != 0);
         let Some(pending) = self.pending.take() else {
             return Err(DropReason::UnknownIndex);
         };
@@ -484,6 +529,7 @@ impl Initiator {
         }
         self.unanswered_since = None;
         self.handshake_wanted = None;
+        self.gateway_instance = instance;
         self.stats.handshakes_completed += 1;
         self.stats.sessions_established += 1;
         self.events.push_back(Event::Established {

@@ -17,8 +17,8 @@ use super::limit::{Cookies, SourceLimiter, TokenBucket};
 use super::session::{SealError, Session, data_header};
 use super::stats::{DropReason, Stats};
 use super::wire::{
-    INIT_MIN, MAC_LEN, RESPONSE_MIN, RESPONSE_NOISE_MIN, TYPE_DATA, TYPE_INIT, TYPE_RESPONSE,
-    VERSION, mac, mac1_key, prologue, read_u32, verify_mac,
+    INIT_MIN, INSTANCE_LEN, MAC_LEN, RESPONSE_MIN, RESPONSE_NOISE_MIN, TYPE_DATA, TYPE_INIT,
+    TYPE_RESPONSE, VERSION, mac, mac1_key, prologue, read_u32, verify_mac,
 };
 use super::{ConfigError, Event, ExpiryReason, Outcome, PeerId, noise};
 
@@ -108,6 +108,8 @@ pub struct Transmit {
 pub struct Responder {
     keypair: Keypair,
     config: ResponderConfig,
+    /// This run of the gateway, sent in every handshake response (0: none).
+    instance: u64,
     mac1_key: [u8; 32],
     peers: BTreeMap<PeerId, PeerState>,
     by_key: BTreeMap<PublicKey, PeerId>,
@@ -155,6 +157,7 @@ impl Responder {
             cookies: Cookies::new(&keypair.public),
             keypair,
             config,
+            instance: 0,
             peers: BTreeMap::new(),
             by_key: BTreeMap::new(),
             next_peer: 0,
@@ -183,6 +186,14 @@ impl Responder {
             responder.add_peer(peer)?;
         }
         Ok(responder)
+    }
+
+    /// Sets the number that names this run of the gateway (random at start, never 0). Every
+    /// handshake response carries it, encrypted and authenticated: a client whose new session
+    /// names another instance than its connection's knows the gateway restarted and lost the
+    /// connection, and starts a new one at once instead of waiting for its receive timeout.
+    pub fn set_instance(&mut self, instance: u64) {
+        self.instance = instance;
     }
 
     /// The gateway's static public key (what clients are configured with).
@@ -438,11 +449,16 @@ impl Responder {
         let peer = *self.by_key.get(&remote).ok_or(DropReason::UnknownPeer)?;
 
         let index = self.new_index(rng);
-        let mut reply = vec![0u8; RESPONSE_MIN];
+        // Payload: our index, then this run's instance when set.
+        let mut payload = [0u8; 4 + INSTANCE_LEN];
+        payload[..4].copy_from_slice(&index.to_be_bytes());
+        payload[4..].copy_from_slice(&self.instance.to_be_bytes());
+        let extra = if self.instance == 0 { 0 } else { INSTANCE_LEN };
+        let mut reply = vec![0u8; RESPONSE_MIN + extra];
         reply[0] = TYPE_RESPONSE;
         reply[1..5].copy_from_slice(&sender_index.to_be_bytes());
-        let noise_end = 5 + RESPONSE_NOISE_MIN;
-        hs.write_message(&index.to_be_bytes(), &mut reply[5..noise_end])
+        let noise_end = 5 + RESPONSE_NOISE_MIN + extra;
+        hs.write_message(&payload[..4 + extra], &mut reply[5..noise_end])
             .map_err(failed)?;
         let tag = mac(&mac1_key(&remote), &reply[..noise_end]);
         reply[noise_end..].copy_from_slice(&tag);

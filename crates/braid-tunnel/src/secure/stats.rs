@@ -114,6 +114,8 @@ pub struct Stats {
     pub sessions_established: u64,
     /// Current sessions that ended: idle, too old, unanswered, or their peer removed.
     pub sessions_expired: u64,
+    /// Handshakes started because the gateway fell silent (client, `probe_after`).
+    pub probe_handshakes: u64,
 }
 
 impl Stats {
@@ -159,6 +161,7 @@ impl Stats {
             ("keepalives_sent", self.keepalives_sent),
             ("sessions_established", self.sessions_established),
             ("sessions_expired", self.sessions_expired),
+            ("probe_handshakes", self.probe_handshakes),
         ];
         drops.into_iter().chain(others)
     }

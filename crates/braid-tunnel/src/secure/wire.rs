@@ -37,6 +37,8 @@ pub const INIT_MIN: usize = 1 + 1 + 4 + INIT_NOISE_MIN + 2 * MAC_LEN;
 pub const RESPONSE_NOISE_MIN: usize = 32 + 4 + TAG_LEN;
 /// Smallest response: type, receiver index, Noise message, mac1.
 pub const RESPONSE_MIN: usize = 1 + 4 + RESPONSE_NOISE_MIN + MAC_LEN;
+/// Bytes of the gateway instance that may follow the index in a response's payload.
+pub const INSTANCE_LEN: usize = 8;
 /// Bytes of an XChaCha20-Poly1305 nonce.
 pub const COOKIE_NONCE_LEN: usize = 24;
 /// A cookie reply: type, receiver index, nonce, encrypted cookie and its tag.

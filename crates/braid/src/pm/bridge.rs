@@ -359,11 +359,19 @@ impl Bridge {
                 });
             }
             PmEvent::SubClosed(s) => {
-                if let Some(id) = self.subflow_id(s.token, s.local, s.remote) {
+                let id = self.subflow_id(s.token, s.local, s.remote);
+                if let Some(id) = id {
                     self.subflows.remove(&id);
+                }
+                // A subflow that never established (its creation failed) has no id: the
+                // manager forgets the request of its interface. One on no interface of ours
+                // tells it nothing.
+                let ifindex = s.ifindex.or_else(|| self.iface_of_addr(s.local.ip()));
+                if id.is_some() || ifindex.is_some() {
                     out.push(Event::SubflowClosed {
                         conn: ConnId(s.token.0.into()),
                         subflow: id,
+                        iface: ifindex.map(IfaceId),
                     });
                 }
             }
@@ -632,7 +640,8 @@ mod tests {
                 remote: sa("10.0.1.2:5201"),
             }]
         );
-        // A SUB_CLOSED for a subflow the bridge never saw changes nothing.
+        // A SUB_CLOSED for a subflow the bridge never saw, on no interface of ours, changes
+        // nothing.
         let evs = b.on_kernel(&PmEvent::SubClosed(sub(
             7,
             "10.9.9.9:1",
@@ -640,6 +649,19 @@ mod tests {
             false,
         )));
         assert!(evs.is_empty());
+        // One that failed before it was established, on a known interface: the manager hears
+        // of it, without an id, so it can forget the request and ask again later.
+        let mut failed = sub(7, "10.9.9.9:2", "10.0.1.2:5201", false);
+        failed.ifindex = Some(5);
+        let evs = b.on_kernel(&PmEvent::SubClosed(failed));
+        assert_eq!(
+            evs,
+            vec![Event::SubflowClosed {
+                conn: ConnId(7),
+                subflow: None,
+                iface: Some(IfaceId(5)),
+            }]
+        );
         // CLOSED forgets every subflow of the connection.
         b.on_kernel(&PmEvent::Closed { token: Token(7) });
         assert!(b.subflows.is_empty());

@@ -241,3 +241,87 @@ fn a_session_is_dropped_at_its_maximum_age_even_when_busy() {
         })
     );
 }
+
+#[test]
+fn a_probing_handshake_finds_a_restarted_gateway_by_its_instance() {
+    let config = InitiatorConfig {
+        probe_after: Some(Duration::from_millis(500)),
+        ..InitiatorConfig::default()
+    };
+    let mut p = Pair::with_configs(35, ResponderConfig::default(), config);
+    p.gw.set_instance(11);
+    p.connect();
+    assert_eq!(p.client.gateway_instance(), Some(11));
+    p.client.poll_event();
+    // A live gateway answering within the probe time: no probe.
+    p.now = ms(100);
+    let d = p.up(b"ping");
+    assert_eq!(data(p.at_gw(&d)), b"ping");
+    p.now = ms(200);
+    let d = p.down(b"pong");
+    assert_eq!(data(p.at_client(&d)), b"pong");
+    let (up, _) = p.advance(ms(900));
+    assert!(up.is_empty());
+    assert_eq!(p.client.stats().probe_handshakes, 0);
+
+    // The gateway restarts: same keys, no sessions, another instance.
+    let client_public = p.client.public_key();
+    let gw_keys = {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(35);
+        Keypair::generate(&mut rng)
+    };
+    let allowed = AllowedPeer {
+        name: "alice".into(),
+        public: client_public,
+    };
+    p.gw = Responder::new(gw_keys, [allowed], ResponderConfig::default()).unwrap();
+    p.gw.set_instance(12);
+    p.peer = p.gw.find_peer(&client_public).unwrap();
+    p.now = ms(1000);
+    let d = p.up(b"into the void");
+    assert_eq!(p.at_gw(&d), Outcome::Drop(DropReason::UnknownIndex));
+    // 500 ms of silence: an initiation goes out beside the current session.
+    assert_eq!(p.client.poll_timeout(), Some(ms(1500)));
+    let (up, _) = p.advance(ms(1500));
+    assert_eq!(up.len(), 1);
+    assert_eq!(p.client.stats().probe_handshakes, 1);
+    assert_eq!(p.client.state(), InitiatorState::Established);
+    let response = reply(p.at_gw(&up[0]));
+    let keepalive = reply(p.at_client(&response));
+    assert!(matches!(p.at_gw(&keepalive), Outcome::Data { .. }));
+    assert!(matches!(
+        p.client.poll_event(),
+        Some(Event::Established { .. })
+    ));
+    // The new session names the new instance, long before the receive timeout (15 s).
+    assert_eq!(p.client.gateway_instance(), Some(12));
+    let d = p.up(b"back");
+    assert_eq!(data(p.at_gw(&d)), b"back");
+}
+
+#[test]
+fn an_unreachable_gateway_gets_one_probing_handshake_at_a_time() {
+    let config = InitiatorConfig {
+        probe_after: Some(Duration::from_millis(500)),
+        handshake_retry: Duration::from_millis(500),
+        handshake_retry_max: Duration::from_secs(1),
+        ..InitiatorConfig::default()
+    };
+    let mut p = Pair::with_configs(36, ResponderConfig::default(), config);
+    p.connect();
+    p.client.poll_event();
+    p.now = ms(100);
+    let _ = p.up(b"lost");
+    // Every path down for 4 s: initiations at most every 1.25 s after the first probe, and
+    // the session is kept (not expired) until the receive timeout.
+    let mut sent = 0;
+    let mut t = 100;
+    while t < 4100 {
+        t += 50;
+        let (up, _) = p.advance(ms(t));
+        sent += up.len();
+    }
+    assert!((3..=6).contains(&sent), "{sent} initiations in 4 s");
+    assert_eq!(p.client.state(), InitiatorState::Established);
+    assert_eq!(p.client.stats().probe_handshakes, 1);
+}

@@ -1,0 +1,230 @@
+//! Faults a vehicle meets, end to end in network namespaces (root): every link gone for a few
+//! seconds mid-transfer, and the gateway killed and restarted. The tests share the machine's
+//! two cores, so they run one at a time.
+
+mod support;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use braid_mptcp::netns::NetNs;
+use braid_tunnel::daemon::{prometheus, status_table};
+use support::*;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The time from `at` to the first read at or after it (`None`: no read after it).
+fn resumed_after(got: &Received, at: Instant) -> Option<Duration> {
+    let first = got.first?;
+    let rel = at.saturating_duration_since(first);
+    got.reads
+        .iter()
+        .find(|(t, _)| *t >= rel)
+        .map(|(t, _)| *t - rel)
+}
+
+/// Every link of the client down for 1 s, then for 3 s, in the middle of a TCP transfer:
+/// the transfer completes intact, data reaches the receiver again within 1 s of each return,
+/// and while the links are away the status and the metrics show a connection without a usable
+/// path, and for how long.
+#[test]
+fn every_link_down_for_1_s_and_3_s_mid_transfer() {
+    let _s = serial();
+    require_root();
+    let topo = Topo::new("bfb", Some([50, 30]));
+    let keys = Keys::new();
+    let _gw = Daemon::gateway(&topo.gw, gateway_config(&topo, &keys, ""));
+    let cl = Daemon::client(&topo.client, client_config(&topo, &keys, "", ""));
+    wait_paths(&cl, 2, Duration::from_secs(10));
+    let data = file_bytes(60 << 20);
+    let want = sha256(&data);
+    let rx = tcp_receiver(&topo.server);
+    let tx = tcp_send(&topo.client, data);
+    std::thread::sleep(Duration::from_secs(2));
+    let mut returns = Vec::new();
+    for outage in [Duration::from_secs(1), Duration::from_secs(3)] {
+        sh(&topo.client, "ip link set c0 down");
+        sh(&topo.client, "ip link set c1 down");
+        let down = Instant::now();
+        if outage >= Duration::from_secs(2) {
+            std::thread::sleep(outage - Duration::from_millis(500));
+            let v = cl.status();
+            let c = &v["connections"][0];
+            let pathless = c["pathless_s"].as_f64().unwrap_or(0.0);
+            eprintln!(
+                "during the {outage:?} blackout: pathless {pathless:.2} s\n{}",
+                status_table(&v)
+            );
+            assert_eq!(c["usable_paths"], 0, "{}", status_table(&v));
+            assert!(
+                pathless >= 1.0,
+                "status shows {pathless} s without a path after {:?}",
+                down.elapsed()
+            );
+            let metrics = prometheus(&v);
+            assert!(
+                metrics.contains("braid_tunnel_connections_without_path 1"),
+                "{metrics}"
+            );
+            assert!(
+                metrics.contains("braid_tunnel_connection_pathless_s{peer=\"gateway\"}"),
+                "{metrics}"
+            );
+            std::thread::sleep(down + outage - Instant::now());
+        } else {
+            std::thread::sleep(outage);
+        }
+        sh(&topo.client, "ip link set c0 up");
+        sh(&topo.client, "ip link set c1 up");
+        returns.push((outage, Instant::now()));
+        std::thread::sleep(Duration::from_secs(2));
+        let v = cl.status();
+        assert_eq!(
+            v["connections"][0]["pathless_s"].as_f64(),
+            Some(0.0),
+            "{}",
+            status_table(&v)
+        );
+    }
+    let _ = tx
+        .join()
+        .expect("the sender finished: the inner TCP connection survived");
+    let got = rx.join().expect("receiver");
+    eprintln!("{}", status_table(&cl.status()));
+    assert_eq!(got.bytes, 60 << 20, "the whole file arrived");
+    assert_eq!(got.sha256, want, "the file is intact");
+    for (outage, back) in returns {
+        let resumed = resumed_after(&got, back).expect("data after the return");
+        eprintln!("all links down for {outage:?}: data again {resumed:?} after their return");
+        assert!(
+            resumed <= Duration::from_secs(1),
+            "all links down for {outage:?}: data again only {resumed:?} after their return"
+        );
+    }
+}
+
+/// UDP datagrams every 10 ms from `from` to the server's port 5005, each carrying its send
+/// time; returns the stop flag, the sender, and the receiver's (sent, received) instants.
+type Probe = (
+    Arc<AtomicBool>,
+    JoinHandle<()>,
+    JoinHandle<Vec<(Instant, Instant)>>,
+);
+
+fn udp_probe(from: &NetNs, to: &NetNs) -> Probe {
+    let rx = to.run(|| UdpSocket::bind("0.0.0.0:5005").unwrap());
+    rx.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let tx = from.run(|| UdpSocket::bind("0.0.0.0:0").unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let stop_rx = stop.clone();
+    let recv = std::thread::spawn(move || {
+        let _ = ready_tx.send(());
+        let mut buf = [0u8; 64];
+        let mut out = Vec::new();
+        loop {
+            match rx.recv(&mut buf) {
+                Ok(n) if n >= 8 => {
+                    let us = u64::from_be_bytes(buf[..8].try_into().unwrap());
+                    out.push((t0 + Duration::from_micros(us), Instant::now()));
+                }
+                Ok(_) => {}
+                Err(_) if stop_rx.load(Ordering::Relaxed) => break,
+                Err(_) => {}
+            }
+        }
+        out
+    });
+    let _ = ready_rx.recv();
+    let stop_tx = stop.clone();
+    let send = std::thread::spawn(move || {
+        let dst: SocketAddr = format!("{SERVER}:5005").parse().unwrap();
+        while !stop_tx.load(Ordering::Relaxed) {
+            let us = t0.elapsed().as_micros() as u64;
+            let _ = tx.send_to(&us.to_be_bytes(), dst);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    (stop, send, recv)
+}
+
+/// The gateway dies without a word (its process ends: no close, no goodbye) and comes back
+/// 2 s later: the client notices by its probing handshake, which the new gateway answers with
+/// another instance, and starts a new connection at once. Traffic through the tunnel flows
+/// again within 1.5 s of the gateway's return; the client never waits for `dead_after_ms`.
+#[test]
+fn a_restarted_gateway_carries_traffic_again_within_1_5_s() {
+    let _s = serial();
+    require_root();
+    let topo = Topo::new("bfr", None);
+    let keys = Keys::new();
+    let gcfg = gateway_config(&topo, &keys, "");
+    let gw = Daemon::gateway(&topo.gw, gcfg.clone());
+    // dead_after_ms = 5000 (the default): a restart found only by the receive timeout would
+    // take more than 5 s.
+    let cl = Daemon::client(
+        &topo.client,
+        client_config(&topo, &keys, "", "").tap(|c| c.dead_after_ms = 5000),
+    );
+    wait_paths(&cl, 2, Duration::from_secs(10));
+    let (stop, send, recv) = udp_probe(&topo.client, &topo.server);
+    let mut delays = Vec::new();
+    let mut gw = Some(gw);
+    for round in 0..3 {
+        std::thread::sleep(Duration::from_secs(1));
+        drop(gw.take());
+        std::thread::sleep(Duration::from_secs(2));
+        let restarted = Daemon::gateway(&topo.gw, gcfg.clone());
+        let back = Instant::now();
+        gw = Some(restarted);
+        std::thread::sleep(Duration::from_secs(3));
+        delays.push((round, back));
+    }
+    stop.store(true, Ordering::Relaxed);
+    send.join().unwrap();
+    let arrivals = recv.join().unwrap();
+    let v = cl.status();
+    eprintln!("{}", status_table(&v));
+    for (round, back) in delays {
+        let first = arrivals
+            .iter()
+            .filter(|(sent, _)| *sent >= back)
+            .map(|(_, got)| *got)
+            .min()
+            .unwrap_or_else(|| panic!("round {round}: nothing arrived after the restart"));
+        let delay = first - back;
+        eprintln!("gateway restart {round}: traffic again {delay:?} after the gateway was back");
+        assert!(
+            delay <= Duration::from_millis(1500),
+            "round {round}: traffic again only {delay:?} after the gateway was back"
+        );
+    }
+    assert!(
+        v["connections_replaced"]["gateway_restarted"]
+            .as_u64()
+            .is_some_and(|n| n >= 3),
+        "{v}"
+    );
+    drop(cl);
+    drop(gw);
+}
+
+/// `value.tap(f)`: applies `f` to a value and returns it.
+trait Tap: Sized {
+    fn tap(mut self, f: impl FnOnce(&mut Self)) -> Self {
+        f(&mut self);
+        self
+    }
+}
+
+impl<T> Tap for T {}
