@@ -4,14 +4,10 @@
 
 mod support;
 
-use std::net::{SocketAddr, UdpSocket};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use braid_mptcp::netns::NetNs;
 use braid_tunnel::daemon::{prometheus, status_table};
 use support::*;
 
@@ -111,53 +107,6 @@ fn every_link_down_for_1_s_and_3_s_mid_transfer() {
     }
 }
 
-/// UDP datagrams every 10 ms from `from` to the server's port 5005, each carrying its send
-/// time; returns the stop flag, the sender, and the receiver's (sent, received) instants.
-type Probe = (
-    Arc<AtomicBool>,
-    JoinHandle<()>,
-    JoinHandle<Vec<(Instant, Instant)>>,
-);
-
-fn udp_probe(from: &NetNs, to: &NetNs) -> Probe {
-    let rx = to.run(|| UdpSocket::bind("0.0.0.0:5005").unwrap());
-    rx.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    let tx = from.run(|| UdpSocket::bind("0.0.0.0:0").unwrap());
-    let stop = Arc::new(AtomicBool::new(false));
-    let t0 = Instant::now();
-    let (ready_tx, ready_rx) = mpsc::channel();
-    let stop_rx = stop.clone();
-    let recv = std::thread::spawn(move || {
-        let _ = ready_tx.send(());
-        let mut buf = [0u8; 64];
-        let mut out = Vec::new();
-        loop {
-            match rx.recv(&mut buf) {
-                Ok(n) if n >= 8 => {
-                    let us = u64::from_be_bytes(buf[..8].try_into().unwrap());
-                    out.push((t0 + Duration::from_micros(us), Instant::now()));
-                }
-                Ok(_) => {}
-                Err(_) if stop_rx.load(Ordering::Relaxed) => break,
-                Err(_) => {}
-            }
-        }
-        out
-    });
-    let _ = ready_rx.recv();
-    let stop_tx = stop.clone();
-    let send = std::thread::spawn(move || {
-        let dst: SocketAddr = format!("{SERVER}:5005").parse().unwrap();
-        while !stop_tx.load(Ordering::Relaxed) {
-            let us = t0.elapsed().as_micros() as u64;
-            let _ = tx.send_to(&us.to_be_bytes(), dst);
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    });
-    (stop, send, recv)
-}
-
 /// The gateway dies without a word (its process ends: no close, no goodbye) and comes back
 /// 2 s later: the client notices by its probing handshake, which the new gateway answers with
 /// another instance, and starts a new connection at once. Traffic through the tunnel flows
@@ -228,3 +177,56 @@ trait Tap: Sized {
 }
 
 impl<T> Tap for T {}
+
+/// The client's TUN MTU is raised at runtime (`ip link set braid0 mtu 9000`) while a transfer
+/// runs, with a jumbo-frame network behind the gateway so the inner TCP negotiates 8960-byte
+/// segments: packets over the tunnel MTU (1500) are answered with ICMP "fragmentation needed",
+/// the sender's path-MTU discovery adapts, and both the running transfer and one started after
+/// the change complete intact.
+#[test]
+fn a_tun_mtu_raised_mid_transfer_gets_too_big_answers_and_the_transfers_complete() {
+    let _s = serial();
+    require_root();
+    let topo = Topo::new("bfm", Some([50, 30]));
+    sh(&topo.gw, "ip link set g9 mtu 9000");
+    sh(&topo.server, "ip link set s9 mtu 9000");
+    let keys = Keys::new();
+    let _gw = Daemon::gateway(&topo.gw, gateway_config(&topo, &keys, ""));
+    let cl = Daemon::client(&topo.client, client_config(&topo, &keys, "", ""));
+    wait_paths(&cl, 2, Duration::from_secs(10));
+    let first = file_bytes(30 << 20);
+    let first_sum = sha256(&first);
+    let rx = tcp_receiver_at(&topo.server, "0.0.0.0:5001");
+    let tx = tcp_send(&topo.client, first);
+    std::thread::sleep(Duration::from_secs(1));
+    sh(&topo.client, "ip link set braid0 mtu 9000");
+    // A new connection now negotiates 8960-byte segments.
+    let second = file_bytes(8 << 20);
+    let second_sum = sha256(&second);
+    let rx2 = tcp_receiver_at(&topo.server, "0.0.0.0:5006");
+    let t0 = Instant::now();
+    let tx2 = tcp_send_to(&topo.client, &format!("{SERVER}:5006"), second);
+    let _ = tx2.join().expect("the transfer after the change finished");
+    let took = t0.elapsed();
+    let got2 = rx2.join().unwrap();
+    let _ = tx.join().expect("the running transfer finished");
+    let got = rx.join().unwrap();
+    let v = cl.status();
+    eprintln!(
+        "after the MTU change: 8 MiB in {took:?}; too big: {}",
+        v["tun"]["too_big"]
+    );
+    assert_eq!(got.sha256, first_sum, "the running transfer is intact");
+    assert_eq!(got2.sha256, second_sum, "the new transfer is intact");
+    assert!(
+        v["tun"]["too_big"]["answered"]
+            .as_u64()
+            .is_some_and(|n| n > 0),
+        "{}",
+        v["tun"]
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "the new transfer took {took:?}"
+    );
+}

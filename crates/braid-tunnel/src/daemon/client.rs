@@ -24,7 +24,7 @@ use tracing::{debug, info, warn};
 
 use super::config::{ClientConfig, batch};
 use super::status::{self, Shared};
-use super::tun::Tun;
+use super::tun::{TooBig, Tun};
 use super::tunnel::{self, Tunnel};
 use super::{Clock, DaemonError, STATUS_EVERY, udp};
 use crate::frame::PtoSConfig;
@@ -142,6 +142,7 @@ struct Client {
     /// The link of the connection's first path.
     first_link: usize,
     tun: Tun,
+    too_big: TooBig,
     sec: Initiator,
     tunnel: Option<Tunnel>,
     pm: pm::Manager,
@@ -218,7 +219,9 @@ impl Client {
         let ptos = batch(&cfg.batch, core.max_datagram_size - 40, cfg.tun.mtu)?;
         let pm = pm::Manager::new(cfg.pm_config()?).map_err(DaemonError)?;
         let tun = Tun::create(&cfg.tun).map_err(|e| DaemonError(e.to_string()))?;
+        let too_big = TooBig::new(cfg.tun.mtu);
         let mut c = Client {
+            too_big,
             clock: Clock::start(),
             links,
             socks,
@@ -365,9 +368,16 @@ impl Client {
 
     fn on_tun(&mut self, now: braid_core::Instant) {
         let Client {
-            tun, tunnel, drops, ..
+            tun,
+            tunnel,
+            drops,
+            too_big,
+            ..
         } = self;
         for packet in tun.packets() {
+            if too_big.check(now, packet) {
+                continue;
+            }
             match tunnel {
                 Some(t) => {
                     if t.push(now, packet).is_err() {
@@ -377,6 +387,7 @@ impl Client {
                 None => drops.no_connection += 1,
             }
         }
+        too_big.flush(tun);
     }
 
     async fn on_udp(&mut self, now: braid_core::Instant) {
@@ -844,7 +855,11 @@ impl Client {
         let v = json!({
             "role": "client",
             "uptime_s": self.clock.now().secs_f64(),
-            "tun": { "name": self.cfg.tun.name, "write_errors": self.tun.write_errors },
+            "tun": {
+                "name": self.cfg.tun.name,
+                "write_errors": self.tun.write_errors,
+                "too_big": self.too_big.json(),
+            },
             "secure_state": format!("{:?}", self.sec.state()),
             "links": self.links.iter().map(|l| json!({
                 "name": l.name, "up": l.up, "gateway": l.gateway.to_string(), "backup": l.backup,

@@ -20,7 +20,7 @@ use tracing::{debug, info, warn};
 
 use super::config::{GatewayConfig, Prefix, batch};
 use super::status::{self, Shared};
-use super::tun::Tun;
+use super::tun::{TooBig, Tun};
 use super::tunnel::{self, Tunnel};
 use super::{Clock, DaemonError, STATUS_EVERY, udp};
 use crate::frame::PtoSConfig;
@@ -104,6 +104,7 @@ struct Gateway {
     clock: Clock,
     socks: Vec<udp::Socket>,
     tun: Tun,
+    too_big: TooBig,
     sec: Responder,
     peers: Vec<Peer>,
     core: Arc<Config>,
@@ -181,6 +182,7 @@ impl Gateway {
         let ptos = batch(&cfg.batch, core.max_datagram_size - 40, cfg.tun.mtu)?;
         let tun = Tun::create(&cfg.tun).map_err(|e| DaemonError(e.to_string()))?;
         Ok(Gateway {
+            too_big: TooBig::new(cfg.tun.mtu),
             clock: Clock::start(),
             socks,
             tun,
@@ -277,9 +279,16 @@ impl Gateway {
 
     fn on_tun(&mut self, now: braid_core::Instant) {
         let Gateway {
-            tun, peers, drops, ..
+            tun,
+            peers,
+            drops,
+            too_big,
+            ..
         } = self;
         for packet in tun.packets() {
+            if too_big.check(now, packet) {
+                continue;
+            }
             let Some(dst) = destination(packet) else {
                 drops.no_route += 1;
                 continue;
@@ -296,6 +305,7 @@ impl Gateway {
                 drops.ptos_refused += 1;
             }
         }
+        too_big.flush(tun);
     }
 
     async fn on_udp(&mut self, now: braid_core::Instant) {
@@ -555,7 +565,11 @@ impl Gateway {
         let v = json!({
             "role": "gateway",
             "uptime_s": self.clock.now().secs_f64(),
-            "tun": { "name": self.cfg.tun.name, "write_errors": self.tun.write_errors },
+            "tun": {
+                "name": self.cfg.tun.name,
+                "write_errors": self.tun.write_errors,
+                "too_big": self.too_big.json(),
+            },
             "listen": self.cfg.listen.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             "clients_configured": self.peers.len(),
             "sessions": self.sec.session_count(),

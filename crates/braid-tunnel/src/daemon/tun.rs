@@ -174,3 +174,68 @@ fn route(dev: &str, prefix: &str) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Packets read from the TUN device that are longer than the tunnel carries (the device's MTU
+/// was raised at runtime, or a sender ignores it) are dropped and answered with ICMP
+/// "fragmentation needed" / ICMPv6 "packet too big" naming the tunnel MTU, rate-limited, so the
+/// sender's path-MTU discovery adapts instead of its TCP stalling.
+#[derive(Debug)]
+pub struct TooBig {
+    mtu: u16,
+    limiter: crate::frame::icmp::TooBigLimiter,
+    /// Answers waiting to be queued on the device.
+    pending: Vec<Vec<u8>>,
+    /// Packets over the MTU (dropped).
+    pub oversize: u64,
+    /// "Too big" answers written back.
+    pub answered: u64,
+}
+
+impl TooBig {
+    /// For a tunnel that carries packets of at most `mtu` bytes.
+    pub fn new(mtu: u16) -> TooBig {
+        TooBig {
+            mtu,
+            limiter: crate::frame::icmp::TooBigLimiter::default(),
+            pending: Vec::new(),
+            oversize: 0,
+            answered: 0,
+        }
+    }
+
+    /// Whether `packet` (possibly truncated by the read) is over the MTU: then it must be
+    /// dropped, and its answer, when the rate limit allows, waits for [`TooBig::flush`].
+    pub fn check(&mut self, now: braid_core::Instant, packet: &[u8]) -> bool {
+        let over = matches!(
+            crate::frame::ip::packet_len(packet, usize::from(self.mtu)),
+            Err(crate::frame::FrameError::TooLong { .. })
+        );
+        if !over {
+            return false;
+        }
+        self.oversize += 1;
+        let mut answer = Vec::new();
+        if crate::frame::icmp::too_big(packet, self.mtu, &mut answer) && self.limiter.allow(now) {
+            self.answered += 1;
+            self.pending.push(answer);
+        }
+        true
+    }
+
+    /// Queues the answers on the device.
+    pub fn flush(&mut self, tun: &mut Tun) {
+        for a in self.pending.drain(..) {
+            tun.queue(&a);
+        }
+    }
+
+    /// Counters for the status document.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "mtu": self.mtu,
+            "oversize": self.oversize,
+            "answered": self.answered,
+            "rate_limited": self.limiter.limited,
+        })
+    }
+}

@@ -6,6 +6,7 @@
 //! overhead is zero and the IP header is the only length field. Both ends must use the same
 //! maximum packet length (the TUN MTU). IPv6 jumbograms are not supported (see [`ip`]).
 
+pub mod icmp;
 pub mod ip;
 mod ptos;
 mod stop;

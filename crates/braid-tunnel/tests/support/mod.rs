@@ -8,6 +8,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -774,6 +776,53 @@ pub fn cbr(
         }
     });
     (send, recv)
+}
+
+/// UDP datagrams every 10 ms from `from` to the server's port 5005, each carrying its send
+/// time; returns the stop flag, the sender, and the receiver's (sent, received) instants.
+pub type Probe = (
+    Arc<AtomicBool>,
+    JoinHandle<()>,
+    JoinHandle<Vec<(Instant, Instant)>>,
+);
+
+pub fn udp_probe(from: &NetNs, to: &NetNs) -> Probe {
+    let rx = to.run(|| UdpSocket::bind("0.0.0.0:5005").unwrap());
+    rx.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let tx = from.run(|| UdpSocket::bind("0.0.0.0:0").unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let stop_rx = stop.clone();
+    let recv = std::thread::spawn(move || {
+        let _ = ready_tx.send(());
+        let mut buf = [0u8; 64];
+        let mut out = Vec::new();
+        loop {
+            match rx.recv(&mut buf) {
+                Ok(n) if n >= 8 => {
+                    let us = u64::from_be_bytes(buf[..8].try_into().unwrap());
+                    out.push((t0 + Duration::from_micros(us), Instant::now()));
+                }
+                Ok(_) => {}
+                Err(_) if stop_rx.load(Ordering::Relaxed) => break,
+                Err(_) => {}
+            }
+        }
+        out
+    });
+    let _ = ready_rx.recv();
+    let stop_tx = stop.clone();
+    let send = std::thread::spawn(move || {
+        let dst: SocketAddr = format!("{SERVER}:5005").parse().unwrap();
+        while !stop_tx.load(Ordering::Relaxed) {
+            let us = t0.elapsed().as_micros() as u64;
+            let _ = tx.send_to(&us.to_be_bytes(), dst);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    (stop, send, recv)
 }
 
 /// Resident memory of this process (the daemons run in it), kB.
