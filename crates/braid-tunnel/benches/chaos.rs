@@ -20,7 +20,9 @@ fn main() {
         eprintln!("BRAID_SKIP_NETNS set: skipping the chaos soak");
         return;
     }
-    support::require_root();
+    if !support::require_root() {
+        return;
+    }
     let env = |k: &str, d: u64| {
         std::env::var(k)
             .ok()

@@ -32,7 +32,9 @@ fn main() {
         eprintln!("BRAID_SKIP_NETNS set: skipping the tunnel throughput benchmark");
         return;
     }
-    require_root();
+    if !require_root() {
+        return;
+    }
     let topo = Topo::new("bbt", None);
     let keys = Keys::new();
     println!(

@@ -553,7 +553,9 @@ fn nat_rebinding_under_upload_and_download() {
         return;
     }
     let _s = serial();
-    require_root();
+    if !require_root() {
+        return;
+    }
     migration("btn", Change::NatRebinding, Load::UpAndDown);
 }
 
@@ -566,7 +568,9 @@ fn nat_rebinding_under_download_only() {
         return;
     }
     let _s = serial();
-    require_root();
+    if !require_root() {
+        return;
+    }
     migration("btm", Change::NatRebinding, Load::DownOnly);
 }
 
@@ -581,7 +585,9 @@ fn nat_rebinding_while_idle_then_download() {
         return;
     }
     let _s = serial();
-    require_root();
+    if !require_root() {
+        return;
+    }
     migration("bti", Change::NatRebinding, Load::DownAfterIdle);
 }
 
@@ -596,7 +602,9 @@ fn readdressing_under_upload_and_download() {
         return;
     }
     let _s = serial();
-    require_root();
+    if !require_root() {
+        return;
+    }
     migration("btd", Change::Readdressing, Load::UpAndDown);
 }
 
@@ -607,7 +615,9 @@ fn readdressing_under_download_only() {
         return;
     }
     let _s = serial();
-    require_root();
+    if !require_root() {
+        return;
+    }
     migration("bte", Change::Readdressing, Load::DownOnly);
 }
 
@@ -687,7 +697,9 @@ fn ipv6_outer_carries_ipv4_and_ipv6_inner_over_both_links() {
         return;
     }
     let _s = serial();
-    require_root();
+    if !require_root() {
+        return;
+    }
     let topo = Topo::ipv6("bt6", Some([50, 30]));
     let keys = Keys::new();
     let gw = Daemon::gateway(

@@ -20,7 +20,9 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 #[test]
 fn one_tcp_flow_aggregates_both_links() {
     let _s = serial();
-    require_root();
+    if !require_root() {
+        return;
+    }
     let topo = Topo::new("bta", Some([50, 30]));
     let keys = Keys::new();
     let _gw = Daemon::gateway(&topo.gw, gateway_config(&topo, &keys, ""));
@@ -64,7 +66,9 @@ fn one_tcp_flow_aggregates_both_links() {
 #[test]
 fn handover_keeps_the_tcp_connection_and_the_link_comes_back() {
     let _s = serial();
-    require_root();
+    if !require_root() {
+        return;
+    }
     let topo = Topo::new("bth", Some([50, 30]));
     let keys = Keys::new();
     let _gw = Daemon::gateway(&topo.gw, gateway_config(&topo, &keys, ""));
@@ -141,7 +145,9 @@ fn handover_keeps_the_tcp_connection_and_the_link_comes_back() {
 #[test]
 fn redundant_scheduler_hides_a_link_loss_from_a_cbr_flow() {
     let _s = serial();
-    require_root();
+    if !require_root() {
+        return;
+    }
     let topo = Topo::new("btr", Some([50, 30]));
     let keys = Keys::new();
     let _gw = Daemon::gateway(
@@ -188,7 +194,9 @@ fn bad_datagrams_are_dropped_and_counted_without_memory_growth() {
     };
     use rand::RngExt;
     let _s = serial();
-    require_root();
+    if !require_root() {
+        return;
+    }
     let topo = Topo::new("btb", None);
     let keys = Keys::new();
     let gw = Daemon::gateway(&topo.gw, gateway_config(&topo, &keys, ""));
@@ -312,7 +320,9 @@ fn bad_datagrams_are_dropped_and_counted_without_memory_growth() {
 #[test]
 fn gateway_restart_and_client_restart() {
     let _s = serial();
-    require_root();
+    if !require_root() {
+        return;
+    }
     let topo = Topo::new("bts", None);
     let keys = Keys::new();
     // Client b: its own namespace and link (10.0.3.0/24), one path.

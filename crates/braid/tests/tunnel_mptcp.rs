@@ -188,7 +188,9 @@ fn iperf3(ns: &NetNs, to: &str, secs: u32) -> (f64, f64) {
 /// does not complete the handshake is refused and counted.
 #[test]
 fn mptcp_transport_aggregates_with_braid_pm_subflows() {
-    require_root();
+    if !require_root() {
+        return;
+    }
     let t = Topo::new("btm", [50, 30], true);
     t.userspace_pm();
     let pm = Daemon::braid_pm(&t.client, FULLMESH);

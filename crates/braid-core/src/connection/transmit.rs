@@ -494,10 +494,6 @@ impl Connection {
     fn fill_views(&mut self) {
         let mss = self.cfg.max_datagram_size as u64;
         self.view_scratch.clear();
-        // When every path is potentially failed, they all stay candidates: a path suspected
-        // after an outage with nothing left in flight would otherwise never be tried again,
-        // and the stream would wait for nothing.
-        let fallback = !self.paths.iter().any(|p| p.is_usable());
         for p in &self.paths {
             self.view_scratch.push(PathView {
                 id: p.id,
@@ -507,7 +503,7 @@ impl Connection {
                 in_flight: p.in_flight,
                 has_room: p.has_room(mss),
                 backup: p.backup,
-                usable: p.is_usable() || (fallback && p.is_established()),
+                usable: p.is_usable(),
                 loss_rate: p.loss_rate,
             });
         }

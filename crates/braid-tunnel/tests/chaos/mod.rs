@@ -427,6 +427,25 @@ pub fn run(prefix: &str, seed: u64, total: Duration) -> Report {
     let (probe_stop, probe_tx, probe_rx) = udp_probe(&net.topo.client, &net.topo.server);
     let rss_start = rss_kb();
     let t0 = Instant::now();
+    // Memory over the run: ten samples (the daemons run in this process).
+    let rss_series = Arc::new(Mutex::new(Vec::new()));
+    let sampler = {
+        let (series, stop) = (rss_series.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let every = total / 10;
+            let mut next = t0 + every;
+            while !stop.load(Ordering::Relaxed) {
+                if Instant::now() >= next {
+                    series
+                        .lock()
+                        .unwrap()
+                        .push((t0.elapsed().as_secs(), rss_kb()));
+                    next += every;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
     let junk_stop = Arc::new(AtomicBool::new(true));
     let mut marks = Vec::new();
     let mut notes = Vec::new();
@@ -455,6 +474,7 @@ pub fn run(prefix: &str, seed: u64, total: Duration) -> Report {
     }
     // Stop starting transfers; let the running ones finish.
     stop.store(true, Ordering::Relaxed);
+    let _ = sampler.join();
     let _ = up_tx.join();
     let _ = down_tx.join();
     let _ = up_rx.join();
@@ -576,6 +596,13 @@ pub fn run(prefix: &str, seed: u64, total: Duration) -> Report {
         "probe datagrams received: {}; RSS of the test process (both daemons inside): {rss_start} kB at the start, {rss_end} kB at the end",
         arrivals.len()
     );
+    let series: Vec<String> = rss_series
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(t, kb)| format!("{t} s: {kb}"))
+        .collect();
+    let _ = writeln!(text, "RSS during the run (kB): {}", series.join(", "));
     if let Some(v) = status {
         let _ = writeln!(
             text,
