@@ -25,7 +25,7 @@ mod gateway;
 mod status;
 mod stream;
 mod tun;
-pub mod tunnel;
+mod tunnel;
 mod udp;
 
 use std::time::Duration;
