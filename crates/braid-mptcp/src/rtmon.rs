@@ -33,7 +33,8 @@ const IFA_LOCAL: u16 = 2;
 const IFA_FLAGS: u16 = 8;
 // include/uapi/linux/if.h, if_addr.h
 const IFF_UP: u32 = 1 << 0;
-const IFF_RUNNING: u32 = 1 << 6;
+const IFF_LOWER_UP: u32 = 1 << 16;
+const IFF_DORMANT: u32 = 1 << 17;
 const IFA_F_DADFAILED: u32 = 0x08;
 const IFA_F_TENTATIVE: u32 = 0x40;
 const AF_UNSPEC: u8 = 0;
@@ -51,8 +52,11 @@ pub enum NetEvent {
         index: u32,
         /// Interface name.
         name: String,
-        /// Administratively up and operationally running (`IFF_UP` and
-        /// `IFF_RUNNING`: carrier, and for Wi-Fi association).
+        /// Administratively up with a carrier, and not dormant (`IFF_UP` and `IFF_LOWER_UP`,
+        /// not `IFF_DORMANT`: for Wi-Fi, associated and authenticated). Not `IFF_RUNNING`:
+        /// the kernel derives it from the operational state, which its link-watch work
+        /// updates (and announces) up to 1 s after the carrier changes; the carrier and
+        /// dormant flags are current in the first notification.
         up: bool,
     },
     /// A link was deleted or left the namespace (`RTM_DELLINK`).
@@ -226,7 +230,7 @@ fn parse_link(kind: u16, payload: &[u8]) -> Result<Option<NetEvent>, ParseError>
     Ok(Some(NetEvent::Link {
         index,
         name: name.ok_or(ParseError::Missing("IFLA_IFNAME"))?,
-        up: flags & (IFF_UP | IFF_RUNNING) == IFF_UP | IFF_RUNNING,
+        up: flags & (IFF_UP | IFF_LOWER_UP | IFF_DORMANT) == IFF_UP | IFF_LOWER_UP,
     }))
 }
 
@@ -323,7 +327,9 @@ mod tests {
 
     #[test]
     fn links() {
-        let up = IFF_UP | IFF_RUNNING | 0x1000;
+        // IFF_UP, IFF_LOWER_UP and IFF_MULTICAST; IFF_RUNNING (1 << 6) not yet set, as in the
+        // first notification after the carrier comes back.
+        let up = IFF_UP | IFF_LOWER_UP | 0x1000;
         let e = parse(RTM_NEWLINK, &link(0, 3, up, Some("wlan0"))).unwrap();
         assert_eq!(
             e,
@@ -335,6 +341,9 @@ mod tests {
         );
         // Up without carrier is not up.
         let e = parse(RTM_NEWLINK, &link(0, 3, IFF_UP, Some("wlan0"))).unwrap();
+        assert!(matches!(e, Some(NetEvent::Link { up: false, .. })));
+        // Dormant (Wi-Fi associated, not yet authenticated) is not up.
+        let e = parse(RTM_NEWLINK, &link(0, 3, up | IFF_DORMANT, Some("wlan0"))).unwrap();
         assert!(matches!(e, Some(NetEvent::Link { up: false, .. })));
         assert_eq!(
             parse(RTM_DELLINK, &link(0, 3, 0, None)).unwrap(),

@@ -889,8 +889,11 @@ impl Client {
     }
 }
 
-/// Each interface's state: whether it is operationally up (IFF_UP and IFF_RUNNING: up with a
-/// carrier) and its addresses (sorted). One getifaddrs dump over netlink, in the calling
+/// Each interface's state: whether it is usable (IFF_UP and IFF_LOWER_UP, not IFF_DORMANT: up,
+/// with a carrier, and for Wi-Fi authenticated) and its addresses (sorted). Not IFF_RUNNING: the
+/// kernel derives it from the operational state, which its link-watch work updates up to 1 s
+/// after the carrier changes when several links change at once; the carrier and dormant flags
+/// are current at once. One getifaddrs dump over netlink, in the calling
 /// thread's network namespace (not /sys, which shows the namespace it was mounted in). A
 /// missing interface is down without addresses.
 fn link_states(names: &[&str]) -> Vec<(bool, Vec<IpAddr>)> {
@@ -902,7 +905,8 @@ fn link_states(names: &[&str]) -> Vec<(bool, Vec<IpAddr>)> {
         };
         st[i].0 |= a
             .flags
-            .contains(InterfaceFlags::IFF_UP | InterfaceFlags::IFF_RUNNING);
+            .contains(InterfaceFlags::IFF_UP | InterfaceFlags::IFF_LOWER_UP)
+            && !a.flags.contains(InterfaceFlags::IFF_DORMANT);
         let ip = a.address.and_then(|a| {
             a.as_sockaddr_in()
                 .map(|s| IpAddr::V4(s.ip()))
