@@ -71,9 +71,22 @@ pub fn run(a: TunnelArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `braid keygen`: a private key on stdout's first line, its public key on the second.
+/// `braid keygen`: a private key on stdout's first line, its public key on the second, in the
+/// form a config takes and `private_key_file` reads (`braid keygen > client.key`). A warning
+/// when that file can be read by others.
 pub fn keygen() -> anyhow::Result<ExitCode> {
+    use std::os::unix::fs::PermissionsExt;
     let (private, public) = daemon::keygen();
+    if let Ok(m) = std::fs::metadata("/proc/self/fd/1")
+        && m.is_file()
+        && m.permissions().mode() & 0o077 != 0
+    {
+        eprintln!(
+            "braid keygen: warning: the file receiving the private key can be read by others \
+             (mode {:o}; `umask 077` first, or `chmod 600` it)",
+            m.permissions().mode() & 0o777
+        );
+    }
     println!("private_key = \"{private}\"");
     println!("public_key = \"{public}\"");
     Ok(ExitCode::SUCCESS)

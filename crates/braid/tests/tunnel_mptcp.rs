@@ -9,9 +9,8 @@
 mod netns;
 
 use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use braid_mptcp::netns::NetNs;
 use netns::*;
@@ -26,118 +25,6 @@ name = "c1"
 [[iface]]
 name = "c2"
 "#;
-
-/// A `braid tunnel` process in a namespace; stopped on drop, its log printed on failure.
-struct Tunnel {
-    child: Child,
-    control: PathBuf,
-    log: PathBuf,
-}
-
-impl Tunnel {
-    fn start(ns: &NetNs, role: &str, dir: &std::path::Path, config: &str) -> Tunnel {
-        let cfg = dir.join(format!("{role}.toml"));
-        std::fs::write(&cfg, config).unwrap();
-        let log = dir.join(format!("{role}.log"));
-        let control = dir.join(format!("{role}.sock"));
-        let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &ns.name,
-                env!("CARGO_BIN_EXE_braid"),
-                "tunnel",
-                role,
-            ])
-            .arg("--config")
-            .arg(&cfg)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start braid tunnel");
-        let mut t = Tunnel {
-            child,
-            control,
-            log,
-        };
-        let t0 = Instant::now();
-        while t.try_status().is_none() {
-            if let Ok(Some(st)) = t.child.try_wait() {
-                panic!("braid tunnel {role} exited ({st}): {}", t.log_text());
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "braid tunnel {role} did not start: {}",
-                t.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        t
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn try_status(&self) -> Option<Value> {
-        let out = Command::new(env!("CARGO_BIN_EXE_braid"))
-            .args(["status", "--json", "--control"])
-            .arg(&self.control)
-            .output()
-            .ok()?;
-        if !out.status.success() {
-            return None;
-        }
-        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
-        (!v.is_null()).then_some(v)
-    }
-
-    fn wait(&self, what: &str, within: Duration, pred: impl Fn(&Value) -> bool) -> Value {
-        let t0 = Instant::now();
-        loop {
-            if let Some(v) = self.try_status()
-                && pred(&v)
-            {
-                return v;
-            }
-            assert!(
-                t0.elapsed() < within,
-                "{what}: not within {within:?}: {:?}\n{}",
-                self.try_status(),
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Tunnel {
-    fn drop(&mut self) {
-        stop_child(&mut self.child);
-        if std::thread::panicking() || std::env::var_os("BRAID_TEST_TRACE").is_some() {
-            eprintln!("braid tunnel log:\n{}", self.log_text());
-        }
-    }
-}
-
-/// A process killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Removes the test's directory on drop.
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// One iperf3 TCP flow (CUBIC) for `secs` after 3 omitted seconds: (mean, median second),
 /// Mbit/s.

@@ -560,8 +560,12 @@ fn key(name: &str, text: &str) -> Result<PublicKey, ConfigError> {
 fn private_key(text: &Option<String>, file: &Option<PathBuf>) -> Result<PrivateKey, ConfigError> {
     let text = match (text, file) {
         (Some(t), None) => t.clone(),
-        (None, Some(f)) => std::fs::read_to_string(f)
-            .map_err(|e| ConfigError(format!("private_key_file: {}: {e}", f.display())))?,
+        (None, Some(f)) => {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| ConfigError(format!("private_key_file: {}: {e}", f.display())))?;
+            return key_file(&text)
+                .map_err(|e| ConfigError(format!("private_key_file: {}: {e}", f.display())));
+        }
         (Some(_), Some(_)) => {
             return err("private_key: give private_key or private_key_file, not both");
         }
@@ -572,6 +576,34 @@ fn private_key(text: &Option<String>, file: &Option<PathBuf>) -> Result<PrivateK
         }
     };
     PrivateKey::from_base64(text.trim()).map_err(|e| ConfigError(format!("private_key: {e}")))
+}
+
+/// `braid keygen`'s output as a file (`private_key = "…"` and `public_key = "…"`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyFile {
+    private_key: String,
+    public_key: Option<String>,
+}
+
+/// A private key file's text: the base64 key alone (as `wg genkey` writes it), or what
+/// `braid keygen` prints, whose public key, when present, must be the private key's.
+fn key_file(text: &str) -> Result<PrivateKey, String> {
+    let text = text.trim();
+    if !text.contains("private_key") {
+        return PrivateKey::from_base64(text).map_err(|e| e.to_string());
+    }
+    let f: KeyFile = toml::from_str(text).map_err(|e| format!("not a key: {}", e.message()))?;
+    let key = PrivateKey::from_base64(f.private_key.trim()).map_err(|e| e.to_string())?;
+    if let Some(public) = f.public_key {
+        let derived = key.public_key().to_base64();
+        if public.trim() != derived {
+            return Err(format!(
+                "public_key {public} is not the private key's (that is {derived})"
+            ));
+        }
+    }
+    Ok(key)
 }
 
 fn log_format(ops: &OpsConfig) -> Result<(), ConfigError> {

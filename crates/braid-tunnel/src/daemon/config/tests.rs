@@ -112,3 +112,27 @@ fn prefixes_contain_their_addresses_only() {
             .contains("1.2.3.4".parse().unwrap())
     );
 }
+
+#[test]
+fn a_key_file_is_the_bare_key_or_what_braid_keygen_prints() {
+    let (private, public) = crate::daemon::keygen();
+    let want = PrivateKey::from_base64(&private).unwrap().to_base64();
+    let read = |text: &str| key_file(text).map(|k| k.to_base64());
+    assert_eq!(read(&format!("{private}\n")).unwrap(), want);
+    let printed = format!("private_key = \"{private}\"\npublic_key = \"{public}\"\n");
+    assert_eq!(read(&printed).unwrap(), want);
+    assert_eq!(read(&format!("private_key = \"{private}\"")).unwrap(), want);
+    // Another key's public half, a typo, junk: one-line errors.
+    let other = printed.replace(&public, KEY_B);
+    let e = read(&other).unwrap_err();
+    assert!(e.contains("is not the private key's"), "{e}");
+    for bad in [
+        printed.replace("public_key", "pubkey"),
+        "private_key = 3".to_string(),
+        "private_key = \"short\"".to_string(),
+        String::new(),
+    ] {
+        let e = read(&bad).unwrap_err();
+        assert!(!e.contains('\n'), "{e}");
+    }
+}
