@@ -1,0 +1,330 @@
+//! The link emulator: real frames between two interfaces of the emulator's namespace, each
+//! direction through the simulator's own [`Direction`] (rate or Mahimahi trace, delay, jitter,
+//! drop-tail queue, loss, up/down), driven by the wall clock instead of virtual time.
+//!
+//! Each direction of each link is one thread: it reads every frame arriving on its input
+//! interface, asks the model when the frame arrives at the far end (or whether it is dropped),
+//! holds it until then and writes it out on the output interface. The model charges a frame
+//! its IP length (the Ethernet header is not on the emulated wire), as Mahimahi charges the
+//! packets of its TUN devices.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use braid_core::Instant;
+use braid_mptcp::netns::NetNs;
+use braid_sim::link::{DirSpec, Direction, Drop};
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+
+use crate::packet::PacketSocket;
+
+/// Ethernet header: not charged to the emulated link.
+const ETH_HEADER: usize = 14;
+/// Largest frame read; larger ones (offloads left on) are counted and dropped.
+const MAX_FRAME: usize = 65_536 + ETH_HEADER;
+/// The longest a direction thread sleeps before it looks at the stop flag again.
+const IDLE: Duration = Duration::from_millis(20);
+
+/// A change of a link during the run, at a time from the emulator's start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LinkEvent {
+    /// The link is lost: every frame queued or on the wire is lost, new ones are dropped.
+    Down,
+    Up,
+    /// New capacity in bit/s (a radio's rate follows its signal).
+    Rate(f64),
+    /// New loss probability.
+    Loss(f64),
+}
+
+/// One emulated link: `a` faces the client, `b` the server (interfaces in the emulator's
+/// namespace).
+#[derive(Debug, Clone)]
+pub struct LinkSpec {
+    pub name: String,
+    pub a_if: String,
+    pub b_if: String,
+    /// Server → client (b → a).
+    pub down: DirSpec,
+    /// Client → server (a → b).
+    pub up: DirSpec,
+    /// Sorted by time.
+    pub events: Vec<(Duration, LinkEvent)>,
+    /// Seeds the loss and jitter draws of both directions.
+    pub seed: u64,
+}
+
+/// Live counters of one direction.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Frames read from the input interface.
+    pub frames_in: AtomicU64,
+    /// Frames written to the output interface.
+    pub frames_out: AtomicU64,
+    /// IP bytes written out.
+    pub bytes_out: AtomicU64,
+    pub dropped_down: AtomicU64,
+    pub dropped_queue: AtomicU64,
+    pub dropped_loss: AtomicU64,
+    /// Queued or on the wire when the link went down.
+    pub lost_in_flight: AtomicU64,
+    /// Frames larger than the buffer (segmentation offload left on somewhere).
+    pub oversize: AtomicU64,
+    /// Writes the kernel refused.
+    pub send_errors: AtomicU64,
+    /// Frames the kernel dropped before the emulator read them (receive buffer full): loss
+    /// the emulator added, which a sound run keeps at zero.
+    pub kernel_drops: AtomicU64,
+    /// How late frames went out, in µs: the sum and the largest (scheduling accuracy).
+    pub late_us_sum: AtomicU64,
+    pub late_us_max: AtomicU64,
+}
+
+/// The counters of a link: (server → client, client → server).
+pub type LinkCounters = (Arc<Counters>, Arc<Counters>);
+
+/// Running emulation; stops (and joins its threads) on [`Emulator::stop`] or drop.
+pub struct Emulator {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<io::Result<()>>>,
+    start: std::time::Instant,
+    pub links: Vec<(String, LinkCounters)>,
+}
+
+impl Emulator {
+    /// Opens the links' sockets inside `ns` and starts emulating; time zero (for the links'
+    /// events) is now.
+    pub fn start(ns: &NetNs, links: Vec<LinkSpec>) -> io::Result<Emulator> {
+        let names: Vec<(String, String)> = links
+            .iter()
+            .map(|l| (l.a_if.clone(), l.b_if.clone()))
+            .collect();
+        // Sockets belong to the namespace they were opened in, whichever thread uses them.
+        let sockets = ns.run(move || -> io::Result<Vec<[PacketSocket; 4]>> {
+            names
+                .iter()
+                .map(|(a, b)| {
+                    Ok([
+                        PacketSocket::open(b)?,
+                        PacketSocket::open(a)?,
+                        PacketSocket::open(a)?,
+                        PacketSocket::open(b)?,
+                    ])
+                })
+                .collect()
+        })?;
+        let start = std::time::Instant::now();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut emu = Emulator {
+            stop: stop.clone(),
+            threads: Vec::new(),
+            start,
+            links: Vec::new(),
+        };
+        for (link, [down_in, down_out, up_in, up_out]) in links.into_iter().zip(sockets) {
+            let counters: LinkCounters = (Arc::default(), Arc::default());
+            for (dir, spec, input, output, counters, salt) in [
+                ("down", link.down, down_in, down_out, counters.0.clone(), 1),
+                ("up", link.up, up_in, up_out, counters.1.clone(), 2),
+            ] {
+                let worker = Worker {
+                    model: Direction::new(spec),
+                    rng: Pcg64Mcg::seed_from_u64(link.seed.wrapping_mul(31).wrapping_add(salt)),
+                    input,
+                    output,
+                    events: link.events.clone(),
+                    counters,
+                    start,
+                    stop: stop.clone(),
+                };
+                let t = std::thread::Builder::new()
+                    .name(format!("emu {} {dir}", link.name))
+                    .spawn(move || worker.run())?;
+                emu.threads.push(t);
+            }
+            emu.links.push((link.name, counters));
+        }
+        Ok(emu)
+    }
+
+    /// When the emulation's time zero was.
+    pub fn started(&self) -> std::time::Instant {
+        self.start
+    }
+
+    /// Stops every direction and returns the first error one of them met.
+    pub fn stop(mut self) -> io::Result<()> {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> io::Result<()> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut first = Ok(());
+        for t in self.threads.drain(..) {
+            let r = t
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("an emulator thread panicked")));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+impl std::ops::Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = self.halt();
+    }
+}
+
+/// A frame held until its arrival time.
+struct Held {
+    at_us: u64,
+    seq: u64,
+    epoch: u32,
+    frame: Vec<u8>,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at_us, self.seq) == (o.at_us, o.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at_us, self.seq).cmp(&(o.at_us, o.seq))
+    }
+}
+
+/// One direction of one link.
+struct Worker {
+    model: Direction,
+    rng: Pcg64Mcg,
+    input: PacketSocket,
+    output: PacketSocket,
+    events: Vec<(Duration, LinkEvent)>,
+    counters: Arc<Counters>,
+    start: std::time::Instant,
+    stop: Arc<AtomicBool>,
+}
+
+impl Worker {
+    fn now_us(&self) -> u64 {
+        self.start.elapsed().as_micros() as u64
+    }
+
+    fn run(mut self) -> io::Result<()> {
+        let c = self.counters.clone();
+        let mut held: BinaryHeap<Reverse<Held>> = BinaryHeap::new();
+        let mut pool: Vec<Vec<u8>> = Vec::new();
+        let mut buf = vec![0u8; MAX_FRAME];
+        let mut seq = 0u64;
+        let mut next_event = 0;
+        while !self.stop.load(Ordering::Relaxed) {
+            let now = self.now_us();
+            while let Some(&(at, e)) = self.events.get(next_event) {
+                if at.as_micros() as u64 > now {
+                    break;
+                }
+                let t = Instant::from_micros(at.as_micros() as u64);
+                match e {
+                    LinkEvent::Down => self.model.set_up(t, false),
+                    LinkEvent::Up => self.model.set_up(t, true),
+                    LinkEvent::Rate(bps) => self.model.set_rate(bps),
+                    LinkEvent::Loss(p) => self.model.set_loss(p),
+                }
+                next_event += 1;
+            }
+            // Deliver what is due.
+            while let Some(Reverse(h)) = held.peek() {
+                if h.at_us > now {
+                    break;
+                }
+                let Reverse(h) = held.pop().expect("peeked");
+                if h.epoch != self.model.epoch {
+                    c.lost_in_flight.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    match self.output.send(&h.frame) {
+                        Ok(()) => {
+                            c.frames_out.fetch_add(1, Ordering::Relaxed);
+                            c.bytes_out.fetch_add(
+                                h.frame.len().saturating_sub(ETH_HEADER) as u64,
+                                Ordering::Relaxed,
+                            );
+                            let late = now - h.at_us;
+                            c.late_us_sum.fetch_add(late, Ordering::Relaxed);
+                            c.late_us_max.fetch_max(late, Ordering::Relaxed);
+                        }
+                        Err(_) => {
+                            c.send_errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                pool.push(h.frame);
+            }
+            // Sleep until the next frame is due, the next event, or a frame arrives.
+            let now = self.now_us();
+            let mut until = now + IDLE.as_micros() as u64;
+            if let Some(Reverse(h)) = held.peek() {
+                until = until.min(h.at_us);
+            }
+            if let Some(&(at, _)) = self.events.get(next_event) {
+                until = until.min(at.as_micros() as u64);
+            }
+            if until > now && !self.input.wait(Duration::from_micros(until - now))? {
+                continue;
+            }
+            // Everything queued on the input, each frame stamped with its own read time.
+            while let Some(n) = self.input.recv(&mut buf)? {
+                c.frames_in.fetch_add(1, Ordering::Relaxed);
+                if n > buf.len() {
+                    c.oversize.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                let now = Instant::from_micros(self.now_us());
+                match self
+                    .model
+                    .send(now, n.saturating_sub(ETH_HEADER), &mut self.rng)
+                {
+                    Ok(arrival) => {
+                        let mut frame = pool.pop().unwrap_or_default();
+                        frame.clear();
+                        frame.extend_from_slice(&buf[..n]);
+                        seq += 1;
+                        held.push(Reverse(Held {
+                            at_us: arrival.micros(),
+                            seq,
+                            epoch: self.model.epoch,
+                            frame,
+                        }));
+                    }
+                    Err(Drop::Down) => {
+                        c.dropped_down.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(Drop::Queue) => {
+                        c.dropped_queue.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(Drop::Loss) => {
+                        c.dropped_loss.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            c.kernel_drops
+                .store(self.input.kernel_drops(), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}

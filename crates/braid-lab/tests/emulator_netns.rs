@@ -1,0 +1,403 @@
+//! The link emulator on real packets (root): client namespace ⇄ emulator namespace ⇄ server
+//! namespace, one emulated link, traffic from real sockets. What the README states: a 30 ms
+//! link adds 30 ± 2 ms to ping-like probes, a 10 Mbit/s link carries 10 Mbit/s ± 5 % of TCP
+//! goodput, a Mahimahi trace's bytes per second follow the trace within 10 %, and a link
+//! scheduled down drops everything while down. The tests share two cores: one at a time.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use braid_lab::topo::{End, emulated_link};
+use braid_lab::{Emulator, LinkEvent, LinkSpec};
+use braid_mptcp::netns::NetNs;
+use braid_sim::link::{Capacity, DirSpec, QueueLimit};
+use braid_sim::trace::Trace;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Whether the test can run (root); under `CI=true` it must.
+fn require_root() -> bool {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
+        })
+        .unwrap_or(false);
+    if !root {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "namespace test needs root (CI=true: not skipped)"
+        );
+        eprintln!("SKIPPED: the emulator's namespace tests need root");
+    }
+    root
+}
+
+const CLIENT: &str = "10.0.1.1";
+const SERVER: &str = "10.0.1.2";
+
+/// client (c0 10.0.1.1) ⇄ emulator ⇄ server (s0 10.0.1.2), one link.
+struct Bed {
+    client: NetNs,
+    server: NetNs,
+    emu: NetNs,
+    a: String,
+    b: String,
+}
+
+impl Bed {
+    fn new(prefix: &str) -> Bed {
+        let client = NetNs::new(&format!("{prefix}c")).unwrap();
+        let emu = NetNs::new(&format!("{prefix}e")).unwrap();
+        let server = NetNs::new(&format!("{prefix}s")).unwrap();
+        let (a, b) = emulated_link(
+            End {
+                ns: &client,
+                ifname: "c0",
+                addr: &format!("{CLIENT}/24"),
+            },
+            &emu,
+            End {
+                ns: &server,
+                ifname: "s0",
+                addr: &format!("{SERVER}/24"),
+            },
+            "l0",
+        )
+        .expect("emulated link");
+        Bed {
+            client,
+            server,
+            emu,
+            a,
+            b,
+        }
+    }
+
+    fn start(&self, down: DirSpec, up: DirSpec, events: Vec<(Duration, LinkEvent)>) -> Emulator {
+        Emulator::start(
+            &self.emu,
+            vec![LinkSpec {
+                name: "l0".into(),
+                a_if: self.a.clone(),
+                b_if: self.b.clone(),
+                down,
+                up,
+                events,
+                seed: 1,
+            }],
+        )
+        .expect("start the emulator")
+    }
+}
+
+fn spec(capacity: Capacity, delay_ms: u64) -> DirSpec {
+    DirSpec {
+        capacity,
+        delay: Duration::from_millis(delay_ms),
+        jitter: Duration::ZERO,
+        jitter_period: Duration::ZERO,
+        reorder: false,
+        queue: QueueLimit::Packets(100),
+        loss: 0.0,
+        overhead: 0,
+    }
+}
+
+fn mbit(m: f64) -> Capacity {
+    Capacity::Rate(m * 1e6)
+}
+
+/// UDP probes client → server every `every` for `count` probes, after a few that resolve ARP:
+/// (send time, receive time) of each, `None` when lost.
+fn probes(bed: &Bed, every: Duration, count: u32) -> Vec<(Instant, Option<Instant>)> {
+    let rx = bed
+        .server
+        .run(|| UdpSocket::bind(format!("{SERVER}:9000")).unwrap());
+    let tx = bed
+        .client
+        .run(|| UdpSocket::bind(format!("{CLIENT}:0")).unwrap());
+    rx.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let receiver = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 64];
+        let mut quiet = 0;
+        while quiet < 10 {
+            match rx.recv(&mut buf) {
+                Ok(n) if n >= 4 => {
+                    quiet = 0;
+                    let seq = u32::from_be_bytes(buf[..4].try_into().unwrap());
+                    got.push((seq, Instant::now()));
+                }
+                _ => quiet += 1,
+            }
+        }
+        got
+    });
+    // Warm-up: ARP through the emulated link.
+    for _ in 0..3 {
+        tx.send_to(&u32::MAX.to_be_bytes(), format!("{SERVER}:9000"))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut sent = Vec::new();
+    let t0 = Instant::now();
+    for seq in 0..count {
+        let at = t0 + every * seq;
+        if let Some(d) = at.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+        let mut p = [0u8; 100];
+        p[..4].copy_from_slice(&seq.to_be_bytes());
+        sent.push(Instant::now());
+        tx.send_to(&p, format!("{SERVER}:9000")).unwrap();
+    }
+    let got = receiver.join().unwrap();
+    let mut out: Vec<(Instant, Option<Instant>)> = sent.into_iter().map(|s| (s, None)).collect();
+    for (seq, at) in got {
+        if let Some(slot) = out.get_mut(seq as usize) {
+            slot.1 = Some(at);
+        }
+    }
+    out
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+#[test]
+fn a_30_ms_link_adds_30_ms_to_probes() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_root() {
+        return;
+    }
+    let bed = Bed::new("eld");
+    let emu = bed.start(spec(mbit(10.0), 30), spec(mbit(10.0), 30), Vec::new());
+    let res = probes(&bed, Duration::from_millis(10), 300);
+    emu.stop().unwrap();
+    let mut extra: Vec<f64> = res
+        .iter()
+        .filter_map(|(s, r)| r.map(|r| (r - *s).as_secs_f64() * 1e3))
+        .collect();
+    assert_eq!(extra.len(), res.len(), "every probe arrives (no loss set)");
+    extra.sort_by(f64::total_cmp);
+    let (p1, p50, p99, max) = (
+        pct(&extra, 0.01),
+        pct(&extra, 0.5),
+        pct(&extra, 0.99),
+        extra[extra.len() - 1],
+    );
+    eprintln!(
+        "30 ms link, one-way delay of {} probes: p1 {p1:.2} ms, p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms",
+        extra.len()
+    );
+    assert!(
+        (28.0..=32.0).contains(&p1) && (28.0..=32.0).contains(&p99),
+        "one-way delay p1 {p1:.2} ms, p99 {p99:.2} ms: not 30 ± 2 ms"
+    );
+}
+
+#[test]
+fn a_10_mbit_link_carries_10_mbit_of_tcp_goodput() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_root() {
+        return;
+    }
+    let bed = Bed::new("elr");
+    let emu = bed.start(spec(mbit(10.0), 10), spec(mbit(10.0), 10), Vec::new());
+    let listener = bed
+        .server
+        .run(|| TcpListener::bind(format!("{SERVER}:9001")).unwrap());
+    let receiver = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut reads = Vec::new();
+        let t0 = Instant::now();
+        while let Ok(n) = c.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            reads.push((t0.elapsed(), n));
+        }
+        reads
+    });
+    let sender = bed
+        .client
+        .run(|| TcpStream::connect(format!("{SERVER}:9001")).unwrap());
+    let send = std::thread::spawn(move || {
+        let mut s = sender;
+        let chunk = vec![7u8; 1 << 16];
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(12) {
+            if s.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    send.join().unwrap();
+    let reads = receiver.join().unwrap();
+    let c = &emu.links[0].1.1;
+    let drops = c.kernel_drops.load(std::sync::atomic::Ordering::Relaxed);
+    emu.stop().unwrap();
+    // Goodput from 2 s (slow start over) to 10 s.
+    let (from, to) = (Duration::from_secs(2), Duration::from_secs(10));
+    let bytes: usize = reads
+        .iter()
+        .filter(|(t, _)| *t >= from && *t < to)
+        .map(|(_, n)| n)
+        .sum();
+    let mbps = bytes as f64 * 8.0 / (to - from).as_secs_f64() / 1e6;
+    eprintln!(
+        "10 Mbit/s link: TCP goodput {mbps:.2} Mbit/s (2–10 s); frames the kernel dropped before the emulator read them: {drops}"
+    );
+    assert!(
+        (9.5..=10.5).contains(&mbps),
+        "TCP goodput {mbps:.2} Mbit/s over a 10 Mbit/s link: not within 5 %"
+    );
+    assert_eq!(drops, 0, "the emulator added loss");
+}
+
+#[test]
+fn a_trace_link_delivers_the_traces_bytes_per_second() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_root() {
+        return;
+    }
+    // A 2 s trace: 1 s of one opportunity per ms (12 Mbit/s), 1 s of one per 3 ms (4 Mbit/s).
+    let mut text = String::new();
+    for ms in 1..=1000 {
+        text.push_str(&format!("{ms}\n"));
+    }
+    for ms in (1003..=2000).step_by(3) {
+        text.push_str(&format!("{ms}\n"));
+    }
+    let trace = Trace::parse(&text).unwrap();
+    let bed = Bed::new("elt");
+    let emu = bed.start(
+        spec(Capacity::Trace(trace.clone()), 5),
+        spec(Capacity::Trace(trace.clone()), 5),
+        Vec::new(),
+    );
+    let started = emu.started();
+    let rx = bed
+        .server
+        .run(|| UdpSocket::bind(format!("{SERVER}:9002")).unwrap());
+    rx.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let receiver = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 2048];
+        while let Ok(n) = rx.recv(&mut buf) {
+            got.push((Instant::now(), n));
+        }
+        got
+    });
+    let tx = bed
+        .client
+        .run(|| UdpSocket::bind(format!("{CLIENT}:0")).unwrap());
+    // 16 Mbit/s of 1400-byte datagrams (IP 1428 B): more than the trace ever carries.
+    let payload = [1u8; 1400];
+    let every = Duration::from_secs_f64(1428.0 * 8.0 / 16e6);
+    let t0 = Instant::now();
+    let mut k = 0u32;
+    while t0.elapsed() < Duration::from_secs(7) {
+        let at = t0 + every * k;
+        if let Some(d) = at.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+        let _ = tx.send_to(&payload, format!("{SERVER}:9002"));
+        k += 1;
+    }
+    let got = receiver.join().unwrap();
+    emu.stop().unwrap();
+    // Per whole second of emulation time from 1 s to 6 s: IP bytes received (shifted by the
+    // 5 ms delay) against the trace's opportunities × 1504 B.
+    let mut worst: f64 = 0.0;
+    for s in 1..6u64 {
+        let (from, to) = (
+            started + Duration::from_millis(s * 1000 + 5),
+            started + Duration::from_millis((s + 1) * 1000 + 5),
+        );
+        let bytes: usize = got
+            .iter()
+            .filter(|(t, _)| *t >= from && *t < to)
+            .map(|(_, n)| n + 28)
+            .sum();
+        // The trace repeats every `period_ms`.
+        let (times, period) = (&trace.opportunities, trace.period_ms);
+        let ops = (0..4)
+            .flat_map(|rep| times.iter().map(move |ms| ms + rep * period))
+            .filter(|ms| (s * 1000..(s + 1) * 1000).contains(ms))
+            .count();
+        let want = ops as f64 * 1504.0;
+        let err = (bytes as f64 - want) / want;
+        eprintln!(
+            "second {s}: {bytes} B received, trace {want:.0} B ({:+.1} %)",
+            err * 100.0
+        );
+        worst = worst.max(err.abs());
+    }
+    assert!(
+        worst <= 0.10,
+        "a second's bytes differ from the trace's by {:.1} %",
+        worst * 100.0
+    );
+}
+
+#[test]
+fn a_link_scheduled_down_drops_everything_while_down() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_root() {
+        return;
+    }
+    let bed = Bed::new("eldn");
+    let (down_at, up_at) = (Duration::from_millis(1500), Duration::from_millis(2500));
+    let emu = bed.start(
+        spec(mbit(10.0), 10),
+        spec(mbit(10.0), 10),
+        vec![(down_at, LinkEvent::Down), (up_at, LinkEvent::Up)],
+    );
+    let started = emu.started();
+    // Probes every 5 ms from ~0.3 s (after the warm-up) to ~3.3 s.
+    let res = probes(&bed, Duration::from_millis(5), 600);
+    let c = emu.links[0].1.1.clone();
+    emu.stop().unwrap();
+    let (mut before, mut during, mut after, mut lost_outside) = (0, 0, 0, 0);
+    for (s, r) in &res {
+        let t = *s - started;
+        if t >= down_at && t < up_at {
+            assert!(
+                r.is_none(),
+                "a probe sent {t:?} after the start, while the link was down, arrived"
+            );
+            during += 1;
+        } else if t + Duration::from_millis(20) < down_at || t >= up_at {
+            // Well clear of the loss: it arrives.
+            if r.is_none() {
+                lost_outside += 1;
+            }
+            if t < down_at {
+                before += 1;
+            } else {
+                after += 1;
+            }
+        }
+    }
+    let dropped = c.dropped_down.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!(
+        "link down 1.5–2.5 s: {during} probes sent while down, none arrived ({dropped} frames \
+         dropped down); {before} before and {after} after, {lost_outside} of them lost"
+    );
+    assert!(
+        during >= 150 && before >= 100 && after >= 100,
+        "{during} {before} {after}"
+    );
+    assert_eq!(lost_outside, 0, "probes outside the outage were lost");
+}
