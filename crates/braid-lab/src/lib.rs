@@ -4,6 +4,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod bed;
 pub mod emu;
 pub mod packet;
 pub mod topo;

@@ -97,9 +97,11 @@ name = "c2"
             dir.join("client.sock").display()
         ),
     );
-    let v = cl.wait("a connection with two paths", Duration::from_secs(10), |v| {
-        v["connections"][0]["established"] == true && v["connections"][0]["usable_paths"] == 2
-    });
+    let v = cl.wait(
+        "a connection with two paths",
+        Duration::from_secs(10),
+        |v| v["connections"][0]["established"] == true && v["connections"][0]["usable_paths"] == 2,
+    );
     assert_eq!(v["secure"]["auth_failed"], 0, "{v}");
 
     // A datagram through the tunnel and back.
