@@ -107,6 +107,33 @@ pub async fn request(path: &Path, request: &str) -> Result<serde_json::Value, Co
     serde_json::from_slice(&buf).map_err(|e| fail(format!("not JSON: {e}")))
 }
 
+/// [`request`] for callers without a runtime (the lab polls its daemons from a plain thread),
+/// with the same errors; answers within `timeout`.
+pub fn request_blocking(
+    path: &Path,
+    request: &str,
+    timeout: Duration,
+) -> Result<serde_json::Value, ControlError> {
+    use std::io::{Read, Write};
+    let mut s =
+        std::os::unix::net::UnixStream::connect(path).map_err(|source| ControlError::Connect {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let fail = |msg: String| ControlError::Answer {
+        path: path.to_path_buf(),
+        msg,
+    };
+    s.set_read_timeout(Some(timeout))
+        .and_then(|()| s.set_write_timeout(Some(timeout)))
+        .map_err(|e| fail(e.to_string()))?;
+    s.write_all(format!("{request}\n").as_bytes())
+        .map_err(|e| fail(e.to_string()))?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).map_err(|e| fail(e.to_string()))?;
+    serde_json::from_slice(&buf).map_err(|e| fail(format!("not JSON: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +145,14 @@ mod tests {
         let h: Handler = Arc::new(|req| serde_json::json!({ "echo": req }));
         let task = serve(&path, h.clone()).await.unwrap();
         let v = request(&path, "status").await.unwrap();
+        assert_eq!(v["echo"], "status");
+        let p = path.clone();
+        let v = tokio::task::spawn_blocking(move || {
+            request_blocking(&p, "status", Duration::from_secs(5))
+        })
+        .await
+        .unwrap()
+        .unwrap();
         assert_eq!(v["echo"], "status");
         let e = serve(&path, h).await.unwrap_err();
         assert!(matches!(e, ControlError::InUse(_)), "{e}");
@@ -137,6 +172,13 @@ mod tests {
         let e = request(Path::new("/nonexistent/braid.sock"), "status")
             .await
             .unwrap_err();
+        assert!(e.to_string().contains("is it running?"), "{e}");
+        let e = request_blocking(
+            Path::new("/nonexistent/braid.sock"),
+            "status",
+            Duration::from_secs(1),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("is it running?"), "{e}");
     }
 }

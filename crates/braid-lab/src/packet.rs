@@ -113,9 +113,10 @@ impl PacketSocket {
         };
         if n < 0 {
             let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock => Ok(None),
-                io::ErrorKind::Interrupted => Ok(None),
+            // ENETDOWN/ENXIO: the interface lost its carrier (an endpoint set its side of the
+            // link down); reading it clears the error, frames resume when the link returns.
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN | libc::EINTR | libc::ENETDOWN | libc::ENXIO) => Ok(None),
                 _ => Err(e),
             };
         }
@@ -140,8 +141,8 @@ impl PacketSocket {
         }
     }
 
-    /// Waits until a frame can be read or `timeout` passes (nanosecond resolution); whether
-    /// one can be read.
+    /// Waits until a frame (or an error) can be read or `timeout` passes (nanosecond
+    /// resolution); whether one can be read.
     pub fn wait(&self, timeout: Duration) -> io::Result<bool> {
         let mut p = libc::pollfd {
             fd: self.fd.as_raw_fd(),
@@ -162,7 +163,8 @@ impl PacketSocket {
                 Err(e)
             };
         }
-        Ok(r > 0 && p.revents & libc::POLLIN != 0)
+        // POLLERR too: the pending error is read (and cleared) by the next `recv`.
+        Ok(r > 0 && p.revents & (libc::POLLIN | libc::POLLERR) != 0)
     }
 
     /// Frames dropped by the kernel for want of receive buffer since the socket opened.

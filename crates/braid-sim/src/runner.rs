@@ -170,34 +170,49 @@ pub fn run(plan: &Plan, opts: &Options, progress: &(dyn Fn(Progress<'_>) + Sync)
             let runs: Vec<RunResult> = (0..reps)
                 .map(|_| results.next().flatten().expect("every run finished"))
                 .collect();
-            let mut pooled: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-            for r in &runs {
-                for (k, vals) in &r.metrics {
-                    pooled.entry(k.clone()).or_default().extend(vals);
-                }
-            }
-            let summary = pooled
-                .iter()
-                .filter_map(|(k, vals)| Summary::of(vals).map(|s| (k.clone(), s)))
-                .collect();
-            VariantResult {
-                name: v.name.clone(),
-                settings: v.settings.clone(),
-                runs,
-                summary,
-            }
+            VariantResult::of(v, runs)
         })
         .collect();
-    PlanResult {
-        file: plan.file.clone(),
-        scenario: base.name.clone(),
-        description: base.description.clone(),
-        seed: base.seed,
-        repetitions: base.repetitions,
-        duration: base.duration.0,
-        paper: base.paper.clone(),
-        show: base.metrics.show.clone(),
-        variants,
-        wall: started.elapsed(),
+    PlanResult::of(plan, variants, started.elapsed())
+}
+
+impl VariantResult {
+    /// A variant's runs with their metrics pooled and summarised.
+    pub fn of(v: &crate::scenario::Variant, runs: Vec<RunResult>) -> VariantResult {
+        let mut pooled: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        for r in &runs {
+            for (k, vals) in &r.metrics {
+                pooled.entry(k.clone()).or_default().extend(vals);
+            }
+        }
+        let summary = pooled
+            .iter()
+            .filter_map(|(k, vals)| Summary::of(vals).map(|s| (k.clone(), s)))
+            .collect();
+        VariantResult {
+            name: v.name.clone(),
+            settings: v.settings.clone(),
+            runs,
+            summary,
+        }
+    }
+}
+
+impl PlanResult {
+    /// The result of a plan whose variants ran.
+    pub fn of(plan: &Plan, variants: Vec<VariantResult>, wall: Duration) -> PlanResult {
+        let base = plan.base();
+        PlanResult {
+            file: plan.file.clone(),
+            scenario: base.name.clone(),
+            description: base.description.clone(),
+            seed: base.seed,
+            repetitions: base.repetitions,
+            duration: base.duration.0,
+            paper: base.paper.clone(),
+            show: base.metrics.show.clone(),
+            variants,
+            wall,
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! The `braid` command.
 
+mod lab;
 mod pm;
 mod sim;
 mod tunnel;
@@ -20,6 +21,8 @@ struct Cli {
 enum Command {
     /// Run a scenario in the deterministic simulator and compare its variants.
     Sim(sim::SimArgs),
+    /// Run a scenario on real stacks in real time, through the simulator's link model.
+    Lab(lab::LabArgs),
     /// Cross-layer path manager for Linux kernel MPTCP (the userspace path manager).
     Pm(pm::PmArgs),
     /// Bond links for unmodified hosts: IP packets over one encrypted multipath connection.
@@ -34,6 +37,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Sim(a) => sim::run(a),
+        Command::Lab(a) => lab::run(a),
         Command::Pm(a) => pm::run(a),
         Command::Tunnel(a) => tunnel::run(a),
         Command::Keygen => tunnel::keygen(),

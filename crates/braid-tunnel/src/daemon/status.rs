@@ -60,6 +60,7 @@ pub fn connection_json(conn: &Connection, addr_of: impl Fn(PathId) -> Option<Str
         "datagrams_sent": s.datagrams_sent,
         "datagrams_received": s.datagrams_received,
         "delivered_bytes": s.delivered_bytes,
+        "data_packets_sent": s.data_packets_sent,
         "reinjected_packets": s.reinjected_packets,
         "reinjected_bytes": s.reinjected_bytes,
         "duplicate_bytes_received": s.duplicate_bytes_received,

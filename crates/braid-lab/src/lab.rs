@@ -1,0 +1,717 @@
+//! `braid lab FILE`: a scenario file (the one `braid sim` takes) on real stacks in real time.
+//!
+//! Per run: three namespaces (client, emulator, server) and one emulated link per scenario link
+//! (client `c{i}` 10.{i+1}.0.1/24 ⇄ emulator ⇄ server `s{i}` 10.{i+1}.0.2/24), the endpoints
+//! of the variant (see [`Endpoint`]), the scenario's application over one connection between
+//! them, the scenario's schedule applied by the wall clock, and the run recorded as the
+//! simulator records it ([`RunRecord`]) so the metrics, their JSON keys and the table are the
+//! simulator's own. Everything a run creates (namespaces, daemons) is removed when it ends,
+//! fails or is interrupted.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use braid_core::stats::ConnectionStats;
+use braid_mptcp::netns::NetNs;
+use braid_sim::metrics;
+use braid_sim::runner::{PlanResult, RunResult, VariantResult};
+use braid_sim::scenario::{Action, AppDirection, AppKind, ConnectionSpec, Plan, Variant};
+use braid_sim::world::{LossEvent, RunRecord, Sample};
+
+use crate::app::{self, Clock, SenderState};
+use crate::emu::{Emulator, LinkEvent, LinkSpec};
+use crate::topo::{End, emulated_link};
+
+/// The real endpoints a run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `braid tunnel` (client in the client namespace, gateway in the server namespace) with
+    /// the variant's scheduler, reinjection and congestion control; the application runs over
+    /// TCP through the tunnel.
+    Tunnel,
+}
+
+impl std::str::FromStr for Endpoint {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "tunnel" => Ok(Endpoint::Tunnel),
+            _ => Err(format!("unknown endpoint `{s}` (allowed: tunnel)")),
+        }
+    }
+}
+
+/// How a lab run is made.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub endpoint: Endpoint,
+    /// The `braid` executable that runs the daemons.
+    pub braid: PathBuf,
+    /// Set (by a signal handler) to stop at once; the run then cleans up and fails.
+    pub interrupted: Arc<AtomicBool>,
+}
+
+/// What a run reports while it goes.
+#[derive(Debug, Clone)]
+pub struct Progress<'a> {
+    pub variant: &'a str,
+    pub seed: u64,
+    /// Run number (from 1) and of how many.
+    pub run: usize,
+    pub runs: usize,
+    pub elapsed: Duration,
+    pub duration: Duration,
+    pub delivered: u64,
+}
+
+/// Checks that every variant can be emulated with `endpoint`: a one-line error naming the
+/// scenario key otherwise, before anything is created.
+pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
+    for v in &plan.variants {
+        let s = &v.scenario;
+        let at = |key: &str, why: &str| {
+            Err(format!(
+                "{}: variant {}: {key}: {why}",
+                plan.file,
+                if v.name.is_empty() { "-" } else { &v.name }
+            ))
+        };
+        if s.mobility.is_some() {
+            return at(
+                "mobility",
+                "not emulated by the lab yet (positions, radio and signal replay are simulator-only for now)",
+            );
+        }
+        for (i, l) in s.links.iter().enumerate() {
+            if l.radio.is_some() {
+                return at(&format!("link[{i}].radio"), "not emulated by the lab yet");
+            }
+            if l.signal.is_some() {
+                return at(&format!("link[{i}].signal"), "not emulated by the lab yet");
+            }
+        }
+        if s.links.len() > 8 {
+            return at("link", "the lab builds at most 8 links");
+        }
+        for (_, l, a) in &v.timeline {
+            if matches!(a, Action::Backup | Action::Primary) {
+                return at(
+                    &format!("event (link {l})"),
+                    "`backup`/`primary` at run time is not supported by the lab's endpoints",
+                );
+            }
+        }
+        if !matches!(s.pm.mode.as_str(), "auto" | "fullmesh" | "backup") || s.pm.hmm.is_some() {
+            return at(
+                "pm.mode",
+                "the lab's endpoints take auto, fullmesh or backup (cross-layer modes need the signal replay)",
+            );
+        }
+        if s.pm.remove_weak || s.pm.same_subnet {
+            return at(
+                "pm",
+                "remove_weak and same_subnet are not applied by the lab's endpoints",
+            );
+        }
+        match endpoint {
+            Endpoint::Tunnel => unmapped_connection_key(&s.connection).map_or(Ok(()), |k| {
+                at(
+                    &format!("connection.{k}"),
+                    "not applied by the braid tunnel endpoint",
+                )
+            })?,
+        }
+    }
+    Ok(())
+}
+
+/// A `[connection]` key set away from its default that `braid tunnel` has no setting for.
+fn unmapped_connection_key(c: &ConnectionSpec) -> Option<&'static str> {
+    let d = ConnectionSpec::default();
+    [
+        ("rto_max", c.rto_max != d.rto_max),
+        ("rto_formula", c.rto_formula != d.rto_formula),
+        ("tail_loss_probe", c.tail_loss_probe != d.tail_loss_probe),
+        ("tlp_delta", c.tlp_delta != d.tlp_delta),
+        ("tlp_single_delta", c.tlp_single_delta != d.tlp_single_delta),
+        ("ack_frequency", c.ack_frequency != d.ack_frequency),
+        (
+            "opportunistic_retransmission",
+            c.opportunistic_retransmission != d.opportunistic_retransmission,
+        ),
+        ("liveness_probe", c.liveness_probe.is_some()),
+    ]
+    .into_iter()
+    .find(|(_, set)| *set)
+    .map(|(k, _)| k)
+}
+
+/// Runs every variant × repetition of `plan` one after the other (real time: runs never
+/// overlap, they would share the machine's cores).
+pub fn run(
+    plan: &Plan,
+    opts: &Options,
+    progress: &dyn Fn(Progress<'_>),
+) -> Result<PlanResult, String> {
+    check(plan, opts.endpoint)?;
+    let started = Instant::now();
+    let reps = plan.base().repetitions as usize;
+    let total = plan.variants.len() * reps;
+    let mut variants = Vec::new();
+    for (vi, v) in plan.variants.iter().enumerate() {
+        let mut runs = Vec::new();
+        for r in 0..reps {
+            let seed = v.scenario.seed.wrapping_add(r as u64);
+            let t0 = Instant::now();
+            let n = vi * reps + r + 1;
+            let record = run_once(v, seed, opts, &|elapsed, delivered| {
+                progress(Progress {
+                    variant: &v.name,
+                    seed,
+                    run: n,
+                    runs: total,
+                    elapsed,
+                    duration: v.scenario.duration.0,
+                    delivered,
+                })
+            })
+            .map_err(|e| format!("variant {} seed {seed}: {e}", v.name))?;
+            let m = metrics::compute(&record, &v.scenario.metrics);
+            runs.push(RunResult {
+                seed,
+                metrics: m,
+                record: None,
+                events: 0,
+                wall: t0.elapsed(),
+            });
+        }
+        variants.push(VariantResult::of(v, runs));
+    }
+    Ok(PlanResult::of(plan, variants, started.elapsed()))
+}
+
+/// A child process killed and reaped on drop, its log kept for errors.
+struct Daemon {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .rev()
+            .take(5)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Removes a directory on drop.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The namespaces and emulated links of one run.
+struct Net {
+    client: NetNs,
+    emu: NetNs,
+    server: NetNs,
+    links: Vec<(String, String)>,
+}
+
+fn client_addr(i: usize) -> String {
+    format!("10.{}.0.1", i + 1)
+}
+
+fn server_addr(i: usize) -> String {
+    format!("10.{}.0.2", i + 1)
+}
+
+impl Net {
+    fn build(n: usize) -> io::Result<Net> {
+        let client = NetNs::new("blc")?;
+        let emu = NetNs::new("ble")?;
+        let server = NetNs::new("bls")?;
+        let mut links = Vec::new();
+        for i in 0..n {
+            links.push(emulated_link(
+                End {
+                    ns: &client,
+                    ifname: &format!("c{i}"),
+                    addr: &format!("{}/24", client_addr(i)),
+                },
+                &emu,
+                End {
+                    ns: &server,
+                    ifname: &format!("s{i}"),
+                    addr: &format!("{}/24", server_addr(i)),
+                },
+                &format!("l{i}"),
+            )?);
+        }
+        Ok(Net {
+            client,
+            emu,
+            server,
+            links,
+        })
+    }
+
+    fn emulate(&self, v: &Variant, seed: u64, events: bool) -> io::Result<Emulator> {
+        let specs = v
+            .links
+            .iter()
+            .enumerate()
+            .map(|(i, (down, up))| LinkSpec {
+                name: v.scenario.links[i].name.clone(),
+                a_if: self.links[i].0.clone(),
+                b_if: self.links[i].1.clone(),
+                down: down.clone(),
+                up: up.clone(),
+                events: if events {
+                    v.timeline
+                        .iter()
+                        .filter(|(_, l, _)| *l == i)
+                        .filter_map(|(t, _, a)| match a {
+                            Action::Down | Action::AddrLost => Some((*t, LinkEvent::Down)),
+                            Action::Up | Action::AddrBack => Some((*t, LinkEvent::Up)),
+                            _ => None,
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
+                seed: seed.wrapping_mul(1000).wrapping_add(i as u64),
+            })
+            .collect();
+        Emulator::start(&self.emu, specs)
+    }
+}
+
+/// The endpoints of a run, up and connected.
+struct Tunnel {
+    gateway: Daemon,
+    client: Daemon,
+    gateway_control: PathBuf,
+    client_control: PathBuf,
+}
+
+const TUN_SERVER: &str = "10.200.0.1";
+const TUN_CLIENT: &str = "10.200.0.2";
+const APP_PORT: u16 = 5001;
+
+impl Tunnel {
+    fn start(net: &Net, v: &Variant, opts: &Options, dir: &Path) -> io::Result<Tunnel> {
+        let (gw_priv, gw_pub) = braid_tunnel::daemon::keygen();
+        let (cl_priv, cl_pub) = braid_tunnel::daemon::keygen();
+        let c = &v.scenario.connection;
+        let ms = |d: Duration| d.as_millis();
+        let connection = format!(
+            "[connection]\nscheduler = \"{}\"\nreinjection = \"{}\"\ncongestion = \"{}\"\n\
+             rto_min_ms = {}\ninitial_rtt_ms = {}\ninitial_window = {}\nmax_ack_delay_ms = {}\n\
+             broken_after_backoffs = {}\nrej_min_rttvar_ms = {}\nsend_buffer = {}\n\
+             receive_buffer = {}\n",
+            c.scheduler,
+            c.reinjection,
+            c.congestion,
+            ms(c.rto_min.0),
+            ms(c.initial_rtt.0).max(1),
+            c.initial_window,
+            ms(c.max_ack_delay.0),
+            c.broken_after_backoffs,
+            c.rej_min_rttvar.0.as_secs_f64() * 1e3,
+            c.send_buffer.0,
+            c.receive_buffer.0,
+        );
+        let gw_control = dir.join("gateway.sock");
+        let gateway = format!(
+            "private_key = \"{gw_priv}\"\nlisten = [\"0.0.0.0:7000\"]\n[tun]\nname = \"braid0\"\n\
+             address = \"{TUN_SERVER}/24\"\nmtu = 1500\n[ops]\ncontrol = \"{}\"\n{connection}\n\
+             [[client]]\nname = \"lab\"\npublic_key = \"{cl_pub}\"\nallowed_ips = [\"10.200.0.2/32\"]\n",
+            gw_control.display()
+        );
+        let client_control = dir.join("client.sock");
+        let mut client = format!(
+            "private_key = \"{cl_priv}\"\ngateway_public_key = \"{gw_pub}\"\n\
+             gateway = \"{}:7000\"\n[tun]\nname = \"braid0\"\naddress = \"{TUN_CLIENT}/24\"\nmtu = 1500\n\
+             [ops]\ncontrol = \"{}\"\n[pm]\nmode = \"{}\"\n{connection}\n",
+            server_addr(0),
+            client_control.display(),
+            v.scenario.pm.mode,
+        );
+        for (i, l) in v.scenario.links.iter().enumerate() {
+            client.push_str(&format!(
+                "[[link]]\nname = \"c{i}\"\ngateway = \"{}:7000\"\nbackup = {}\n",
+                server_addr(i),
+                l.backup
+            ));
+        }
+        let gateway = spawn(&opts.braid, &net.server, "gateway", dir, &gateway)?;
+        wait_status(&gw_control, &gateway, Duration::from_secs(10), |_| true)?;
+        let client = spawn(&opts.braid, &net.client, "client", dir, &client)?;
+        let n = v.scenario.links.len();
+        wait_status(&client_control, &client, Duration::from_secs(15), |s| {
+            s["connections"][0]["usable_paths"].as_u64() == Some(n as u64)
+        })?;
+        Ok(Tunnel {
+            gateway,
+            client,
+            gateway_control: gw_control,
+            client_control,
+        })
+    }
+
+    fn alive(&mut self) -> io::Result<()> {
+        for (role, d) in [("client", &mut self.client), ("gateway", &mut self.gateway)] {
+            if let Ok(Some(st)) = d.child.try_wait() {
+                return Err(io::Error::other(format!(
+                    "braid tunnel {role} exited ({st}): {}",
+                    d.log_tail()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The connection's status on the sending and on the receiving side of `direction`.
+    fn connections(&self, direction: AppDirection) -> (Option<Value>, Option<Value>) {
+        let conn = |p: &Path| status(p).map(|s| s["connections"][0].clone());
+        let (gw, cl) = (conn(&self.gateway_control), conn(&self.client_control));
+        match direction {
+            AppDirection::Down => (gw, cl),
+            AppDirection::Up => (cl, gw),
+        }
+    }
+}
+
+fn spawn(braid: &Path, ns: &NetNs, role: &str, dir: &Path, config: &str) -> io::Result<Daemon> {
+    let cfg = dir.join(format!("{role}.toml"));
+    std::fs::write(&cfg, config)?;
+    let log = dir.join(format!("{role}.log"));
+    let child = Command::new("ip")
+        .args(["netns", "exec", &ns.name])
+        .arg(braid)
+        .args(["tunnel", role, "--config"])
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log)?)
+        .spawn()?;
+    Ok(Daemon { child, log })
+}
+
+fn status(control: &Path) -> Option<Value> {
+    braid_io::control::request_blocking(control, "status", Duration::from_secs(2)).ok()
+}
+
+fn wait_status(
+    control: &Path,
+    d: &Daemon,
+    within: Duration,
+    ready: impl Fn(&Value) -> bool,
+) -> io::Result<()> {
+    let t0 = Instant::now();
+    loop {
+        if let Some(s) = status(control)
+            && ready(&s)
+        {
+            return Ok(());
+        }
+        if t0.elapsed() > within {
+            return Err(io::Error::other(format!(
+                "braid tunnel not ready within {within:?}: {}",
+                d.log_tail()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A scheduled change the run makes itself (the emulator applies the link losses).
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// The client's interface goes down: the endpoint learns the address is gone (after the
+    /// scenario's `remove_addr_delay`, as in the simulator).
+    AddrGone(usize),
+    AddrBack(usize),
+}
+
+fn run_once(
+    v: &Variant,
+    seed: u64,
+    opts: &Options,
+    progress: &dyn Fn(Duration, u64),
+) -> io::Result<RunRecord> {
+    let s = &v.scenario;
+    let n = s.links.len();
+    let dir = std::env::temp_dir().join(format!("braid-lab-{}-{seed}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let _dir = TempDir(dir.clone());
+    let net = Net::build(n)?;
+    // Set-up runs over the links without their schedule; the run's emulation starts after.
+    let setup = net.emulate(v, seed, false)?;
+    let mut tunnel = Tunnel::start(&net, v, opts, &dir)?;
+    setup.stop()?;
+    let stop_us = s
+        .app
+        .stop
+        .map_or(s.duration.0, |d| d.0.min(s.duration.0))
+        .as_micros() as u64;
+    let end_us = s.duration.0.as_micros() as u64;
+    let abort = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(SenderState::default());
+    let delivered = Arc::new(AtomicU64::new(0));
+    let (send_ns, recv_ns, recv_addr) = match s.app.direction {
+        AppDirection::Down => (&net.server, &net.client, TUN_CLIENT),
+        AppDirection::Up => (&net.client, &net.server, TUN_SERVER),
+    };
+    let send_addr = if recv_addr == TUN_SERVER {
+        TUN_CLIENT
+    } else {
+        TUN_SERVER
+    };
+    let to: SocketAddr = format!("{recv_addr}:{APP_PORT}").parse().expect("address");
+    let emu;
+    let (app_sender, receiver) = if s.app.kind == AppKind::Cbr {
+        // CBR over UDP: each message one IP packet in the tunnel's stream.
+        let rx = recv_ns.run(move || UdpSocket::bind(to))?;
+        let tx = send_ns.run(move || UdpSocket::bind((send_addr, 0)))?;
+        emu = net.emulate(v, seed, true)?;
+        let clock = Clock(emu.started());
+        (
+            app::udp_sender(
+                tx,
+                to,
+                s.app.clone(),
+                clock,
+                stop_us,
+                abort.clone(),
+                sent.clone(),
+            ),
+            app::udp_receiver(rx, clock, end_us, abort.clone(), delivered.clone()),
+        )
+    } else {
+        let listener = recv_ns.run(move || TcpListener::bind(to))?;
+        emu = net.emulate(v, seed, true)?;
+        let clock = Clock(emu.started());
+        let send_sock =
+            send_ns.run(move || TcpStream::connect_timeout(&to, Duration::from_secs(5)))?;
+        let (recv_sock, _) = listener.accept()?;
+        let _ = send_sock.set_nodelay(true);
+        (
+            app::sender(
+                send_sock,
+                s.app.clone(),
+                clock,
+                stop_us,
+                abort.clone(),
+                sent.clone(),
+            ),
+            app::receiver(
+                recv_sock,
+                s.app.clone(),
+                clock,
+                end_us,
+                abort.clone(),
+                delivered.clone(),
+            ),
+        )
+    };
+    // The run's own steps, by time.
+    let mut steps: Vec<(Duration, Step)> = Vec::new();
+    for (t, l, a) in &v.timeline {
+        match a {
+            Action::AddrLost => {
+                steps.push((*t + s.connection.remove_addr_delay.0, Step::AddrGone(*l)))
+            }
+            Action::AddrBack => steps.push((*t, Step::AddrBack(*l))),
+            _ => {}
+        }
+    }
+    steps.sort_by_key(|(t, _)| *t);
+    let mut losses: Vec<(Duration, usize)> = v
+        .timeline
+        .iter()
+        .filter(|(_, _, a)| matches!(a, Action::Down | Action::AddrLost))
+        .map(|(t, l, _)| (*t, *l))
+        .collect();
+    losses.sort_by_key(|(t, _)| *t);
+    let mut backs: Vec<(Duration, usize)> = v
+        .timeline
+        .iter()
+        .filter(|(_, _, a)| matches!(a, Action::Up | Action::AddrBack))
+        .map(|(t, l, _)| (*t, *l))
+        .collect();
+    backs.sort_by_key(|(t, _)| *t);
+    let (mut next_step, mut next_loss, mut next_back) = (0, 0, 0);
+    let mut since = vec![Duration::ZERO; n];
+    let mut rec_losses = Vec::new();
+    let mut samples = Vec::new();
+    let data_dir = |c: &crate::emu::LinkCounters| match s.app.direction {
+        AppDirection::Down => c.0.bytes_out.load(Ordering::Relaxed),
+        AppDirection::Up => c.1.bytes_out.load(Ordering::Relaxed),
+    };
+    let mut last_progress = Instant::now();
+    // The sender's reinjected and DATA segments, read from its status every 250 ms.
+    let (mut tick, mut counters) = (0u64, (0u64, 0u64));
+    let result = loop {
+        let now = emu.started().elapsed();
+        if opts.interrupted.load(Ordering::Relaxed) {
+            break Err(io::Error::new(io::ErrorKind::Interrupted, "interrupted"));
+        }
+        if let Err(e) = tunnel.alive() {
+            break Err(e);
+        }
+        while let Some(&(t, l)) = backs.get(next_back) {
+            if t > now {
+                break;
+            }
+            since[l] = t;
+            next_back += 1;
+        }
+        while let Some(&(t, l)) = losses.get(next_loss) {
+            if t > now {
+                break;
+            }
+            rec_losses.push(LossEvent {
+                t,
+                link: l,
+                since: since[l],
+                sent_before: sent.written.load(Ordering::Relaxed),
+            });
+            next_loss += 1;
+        }
+        while let Some(&(t, step)) = steps.get(next_step) {
+            if t > now {
+                break;
+            }
+            let (i, up) = match step {
+                Step::AddrGone(i) => (i, "down"),
+                Step::AddrBack(i) => (i, "up"),
+            };
+            net.client.ip(&["link", "set", &format!("c{i}"), up])?;
+            next_step += 1;
+        }
+        if tick % 5 == 0
+            && let (Some(c), _) = tunnel.connections(s.app.direction)
+        {
+            counters = (
+                c["reinjected_packets"].as_u64().unwrap_or(counters.0),
+                c["data_packets_sent"].as_u64().unwrap_or(counters.1),
+            );
+        }
+        tick += 1;
+        samples.push(Sample {
+            t: now,
+            delivered: delivered.load(Ordering::Relaxed),
+            link_rx: emu.links.iter().map(|(_, c)| data_dir(c)).collect(),
+            link_cwnd: vec![0; n],
+            link_srtt_us: vec![0; n],
+            ofo_bytes: 0,
+            reinjected: counters.0,
+            data_packets: counters.1,
+        });
+        if last_progress.elapsed() >= Duration::from_secs(1) {
+            progress(now, delivered.load(Ordering::Relaxed));
+            last_progress = Instant::now();
+        }
+        if now >= s.duration.0 {
+            break Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    abort.store(true, Ordering::Relaxed);
+    let sent_result = app_sender.join();
+    let received = receiver.join();
+    let (sender_conn, receiver_conn) = tunnel.connections(s.app.direction);
+    emu.stop()?;
+    result?;
+    sent_result
+        .map_err(|_| io::Error::other("the sending application panicked"))?
+        .map_err(|e| io::Error::new(e.kind(), format!("sending application: {e}")))?;
+    let got = received
+        .map_err(|_| io::Error::other("the receiving application panicked"))?
+        .map_err(|e| io::Error::new(e.kind(), format!("receiving application: {e}")))?;
+    if got.missing > 0 {
+        eprintln!(
+            "braid lab: variant {} seed {seed}: {} CBR datagrams never arrived (sockets or the TUN queue dropped them; the tunnel's stream loses nothing)",
+            v.name, got.missing
+        );
+    }
+    // Stream bytes received per link, duplicates included (the receiver's paths by local
+    // address: the client's are its links; the gateway's name the client's address).
+    let by_link = |p: &Value| match s.app.direction {
+        AppDirection::Down => p["local"].as_u64(),
+        AppDirection::Up => p["remote"].as_u64(),
+    };
+    let link_bytes = (0..n)
+        .map(|i| {
+            receiver_conn
+                .as_ref()
+                .and_then(|c| c["paths"].as_array())
+                .map(|ps| {
+                    ps.iter()
+                        .filter(|p| by_link(p) == Some(i as u64))
+                        .map(|p| p["data_bytes_received"].as_u64().unwrap_or(0))
+                        .sum()
+                })
+                .unwrap_or(0)
+        })
+        .collect();
+    let count = |c: &Option<Value>, k: &str| c.as_ref().and_then(|c| c[k].as_u64()).unwrap_or(0);
+    let sender = ConnectionStats {
+        data_packets_sent: count(&sender_conn, "data_packets_sent"),
+        reinjected_packets: count(&sender_conn, "reinjected_packets"),
+        reinjected_bytes: count(&sender_conn, "reinjected_bytes"),
+        ..Default::default()
+    };
+    let receiver = ConnectionStats {
+        duplicate_bytes_received: count(&receiver_conn, "duplicate_bytes_received"),
+        ofo_peak_bytes: count(&receiver_conn, "ofo_peak_bytes"),
+        delivered_bytes: count(&receiver_conn, "delivered_bytes"),
+        ..Default::default()
+    };
+    Ok(RunRecord {
+        duration: s.duration.0,
+        app_start: s.app.start.0,
+        deliveries: got.deliveries,
+        cbr: got.cbr,
+        samples,
+        loss_events: rec_losses,
+        recoveries: Vec::new(),
+        link_names: s.links.iter().map(|l| l.name.clone()).collect(),
+        thresholds: vec![None; n],
+        rss: Vec::new(),
+        decisions: Vec::new(),
+        link_bytes,
+        dsn: Vec::new(),
+        completed: got.completed,
+        sender,
+        receiver,
+        sender_paths: Vec::new(),
+        link_stats: Vec::new(),
+        events: 0,
+    })
+}

@@ -1,0 +1,139 @@
+//! `braid lab`: a scenario file on real stacks in real time (see `braid_lab::lab`).
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{Context, bail};
+use braid_lab::lab;
+use braid_sim::{plot, report, scenario};
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    /// Scenario file (TOML), the same `braid sim` takes, e.g. scenarios/e3-rtt-below-rtomin.toml.
+    file: PathBuf,
+    /// Override a scenario value, e.g. --set duration=40s --set schedule.0.count=3.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// The real endpoints: `tunnel` (braid tunnel client and gateway).
+    #[arg(long, default_value = "tunnel", value_name = "KIND")]
+    endpoint: String,
+    /// Print the results as JSON (the keys of `braid sim --json`) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Write SVG figures and an index.html of the results to this directory.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// Repetitions per variant (overrides the scenario's `repetitions`).
+    #[arg(long, value_name = "N")]
+    reps: Option<u32>,
+    /// Base seed (overrides the scenario's `seed`).
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// No progress output.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
+    let endpoint: lab::Endpoint = a.endpoint.parse().map_err(anyhow::Error::msg)?;
+    let mut set = a.set.clone();
+    if let Some(r) = a.reps {
+        set.push(format!("repetitions={r}"));
+    }
+    if let Some(s) = a.seed {
+        set.push(format!("seed={s}"));
+    }
+    let plan = scenario::load(&a.file, &set)?;
+    lab::check(&plan, endpoint).map_err(anyhow::Error::msg)?;
+    if !is_root() {
+        bail!("braid lab needs root: it creates network namespaces, veth pairs and TUN devices");
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        bail!("braid lab needs /dev/net/tun (the TUN driver) for the tunnel endpoints");
+    }
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, interrupted.clone())
+            .context("cannot install the signal handler")?;
+    }
+    let opts = lab::Options {
+        endpoint,
+        braid: std::env::current_exe().context("the braid executable")?,
+        interrupted,
+    };
+    let quiet = a.quiet;
+    if !quiet {
+        eprintln!(
+            "braid lab: {} — {} variant(s) × {} run(s) in real time, {:.0} s each, endpoint {}",
+            plan.name(),
+            plan.variants.len(),
+            plan.base().repetitions,
+            plan.base().duration.0.as_secs_f64(),
+            a.endpoint
+        );
+    }
+    let tty = std::io::stderr().is_terminal();
+    let progress = move |p: lab::Progress<'_>| {
+        if quiet || (!tty && p.elapsed.as_secs() % 10 != 0) {
+            return;
+        }
+        let line = format!(
+            "[{}/{}] {} seed {}: {:.0}/{:.0} s, {:.1} MB delivered",
+            p.run,
+            p.runs,
+            p.variant,
+            p.seed,
+            p.elapsed.as_secs_f64(),
+            p.duration.as_secs_f64(),
+            p.delivered as f64 / 1e6
+        );
+        let mut err = std::io::stderr().lock();
+        if tty {
+            let _ = write!(err, "\r\x1b[2K{line}");
+        } else {
+            let _ = writeln!(err, "{line}");
+        }
+    };
+    let result = lab::run(&plan, &opts, &progress);
+    if tty && !quiet {
+        eprintln!();
+    }
+    let result = result.map_err(anyhow::Error::msg)?;
+    if let Some(dir) = &a.report {
+        let figs = plot::write_report(&result, dir)
+            .with_context(|| format!("cannot write the report to {}", dir.display()))?;
+        if !quiet {
+            eprintln!(
+                "braid lab: {} figure(s), open {}",
+                figs.len(),
+                dir.join("index.html").display()
+            );
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&report::json(&result))?
+        )?;
+    } else {
+        write!(out, "{}", report::table(&result))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
