@@ -36,6 +36,38 @@ pub enum Endpoint {
     /// the variant's scheduler, reinjection and congestion control; the application runs over
     /// TCP through the tunnel.
     Tunnel,
+    /// Kernel MPTCP with the in-kernel path manager (a subflow endpoint per client link), its
+    /// own scheduler and reinjection, the variant's congestion control; the application over
+    /// MPTCP sockets.
+    Mptcp,
+}
+
+impl Endpoint {
+    /// Metrics this endpoint cannot measure (the kernel does not expose its reinjections per
+    /// connection or per event): left out of the results rather than shown as zero.
+    pub fn unmeasured(self) -> &'static [&'static str] {
+        match self {
+            Endpoint::Tunnel => &[],
+            Endpoint::Mptcp => &[
+                "reinjections",
+                "reinjection_rate_pct",
+                "duplicate_mb",
+                "ofo_peak_kb",
+            ],
+        }
+    }
+
+    /// Whether a variant runs on this endpoint: kernel MPTCP has one reinjection policy and
+    /// one scheduler, its own (compared with the simulator's `stock` and `minrtt`).
+    pub fn runs(self, v: &Variant) -> bool {
+        match self {
+            Endpoint::Tunnel => true,
+            Endpoint::Mptcp => {
+                let c = &v.scenario.connection;
+                c.reinjection == "stock" && c.scheduler == "minrtt"
+            }
+        }
+    }
 }
 
 impl std::str::FromStr for Endpoint {
@@ -43,7 +75,8 @@ impl std::str::FromStr for Endpoint {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "tunnel" => Ok(Endpoint::Tunnel),
-            _ => Err(format!("unknown endpoint `{s}` (allowed: tunnel)")),
+            "mptcp" => Ok(Endpoint::Mptcp),
+            _ => Err(format!("unknown endpoint `{s}` (allowed: tunnel, mptcp)")),
         }
     }
 }
@@ -121,12 +154,26 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
             );
         }
         match endpoint {
-            Endpoint::Tunnel => unmapped_connection_key(&s.connection).map_or(Ok(()), |k| {
-                at(
-                    &format!("connection.{k}"),
-                    "not applied by the braid tunnel endpoint",
-                )
-            })?,
+            Endpoint::Tunnel => {
+                if let Some(k) = unmapped_connection_key(&s.connection) {
+                    return at(
+                        &format!("connection.{k}"),
+                        "not applied by the braid tunnel endpoint",
+                    );
+                }
+            }
+            Endpoint::Mptcp => {
+                let d = ConnectionSpec::default();
+                if !matches!(s.connection.congestion.as_str(), "cubic" | "newreno") {
+                    return at(
+                        "connection.congestion",
+                        "kernel MPTCP runs cubic or newreno (reno) here, not the coupled algorithms",
+                    );
+                }
+                if s.connection.rto_min != d.rto_min {
+                    return at("connection.rto_min", "kernel MPTCP keeps its own 200 ms");
+                }
+            }
         }
     }
     Ok(())
@@ -163,14 +210,34 @@ pub fn run(
     check(plan, opts.endpoint)?;
     let started = Instant::now();
     let reps = plan.base().repetitions as usize;
-    let total = plan.variants.len() * reps;
+    let runnable = plan
+        .variants
+        .iter()
+        .filter(|v| opts.endpoint.runs(v))
+        .count();
+    if runnable == 0 {
+        return Err(format!(
+            "{}: no variant runs on this endpoint (kernel MPTCP: reinjection stock, scheduler minrtt)",
+            plan.file
+        ));
+    }
+    let total = runnable * reps;
+    let mut done = 0;
     let mut variants = Vec::new();
-    for (vi, v) in plan.variants.iter().enumerate() {
+    for v in &plan.variants {
+        if !opts.endpoint.runs(v) {
+            eprintln!(
+                "braid lab: variant {} skipped: kernel MPTCP has one scheduler and one reinjection policy, its own (compare it with the simulator's stock/minrtt)",
+                v.name
+            );
+            continue;
+        }
         let mut runs = Vec::new();
         for r in 0..reps {
             let seed = v.scenario.seed.wrapping_add(r as u64);
             let t0 = Instant::now();
-            let n = vi * reps + r + 1;
+            done += 1;
+            let n = done;
             let record = run_once(v, seed, opts, &|elapsed, delivered| {
                 progress(Progress {
                     variant: &v.name,
@@ -194,7 +261,16 @@ pub fn run(
         }
         variants.push(VariantResult::of(v, runs));
     }
-    Ok(PlanResult::of(plan, variants, started.elapsed()))
+    let mut r = PlanResult::of(plan, variants, started.elapsed());
+    let gone = opts.endpoint.unmeasured();
+    for v in &mut r.variants {
+        v.summary.retain(|k, _| !gone.contains(&k.as_str()));
+        for run in &mut v.runs {
+            run.metrics.retain(|k, _| !gone.contains(&k.as_str()));
+        }
+    }
+    r.show.retain(|k| !gone.contains(&k.as_str()));
+    Ok(r)
 }
 
 /// A child process killed and reaped on drop, its log kept for errors.
@@ -406,6 +482,188 @@ impl Tunnel {
     }
 }
 
+/// Kernel MPTCP: client links as subflow endpoints of the in-kernel path manager, each source
+/// address routed over its own link (policy routing), the server reachable at its link-0
+/// address.
+struct Mptcp {
+    links: usize,
+    backup: Vec<bool>,
+}
+
+/// The endpoint's table of per-source routes for link `i`.
+fn route_table(i: usize) -> String {
+    (100 + i).to_string()
+}
+
+impl Mptcp {
+    fn start(net: &Net, v: &Variant) -> io::Result<Mptcp> {
+        for ns in [&net.client, &net.server] {
+            ns.exec(&["sysctl", "-qw", "net.mptcp.enabled=1"])?;
+            ns.exec(&["sysctl", "-qw", "net.mptcp.path_manager=kernel"])
+                .or_else(|_| ns.exec(&["sysctl", "-qw", "net.mptcp.pm_type=0"]))?;
+            ns.ip(&[
+                "mptcp",
+                "limits",
+                "set",
+                "subflows",
+                "8",
+                "add_addr_accepted",
+                "8",
+            ])?;
+        }
+        let m = Mptcp {
+            links: v.scenario.links.len(),
+            backup: v.scenario.links.iter().map(|l| l.backup).collect(),
+        };
+        for i in 0..m.links {
+            let table = route_table(i);
+            net.client
+                .ip(&["rule", "add", "from", &client_addr(i), "table", &table])?;
+            net.client.ip(&[
+                "route",
+                "add",
+                "default",
+                "dev",
+                &format!("c{i}"),
+                "table",
+                &table,
+            ])?;
+            m.endpoint_add(net, i)?;
+        }
+        Ok(m)
+    }
+
+    fn endpoint_add(&self, net: &Net, i: usize) -> io::Result<()> {
+        let id = (i + 1).to_string();
+        let addr = client_addr(i);
+        let dev = format!("c{i}");
+        let mut args = vec![
+            "mptcp", "endpoint", "add", &addr, "dev", &dev, "id", &id, "subflow",
+        ];
+        if self.backup[i] {
+            args.push("backup");
+        }
+        net.client.ip(&args).map(|_| ())
+    }
+
+    /// The client's address on link `i` goes (a network manager removing it): the in-kernel
+    /// path manager closes its subflows and announces the removal.
+    fn addr_gone(&self, net: &Net, i: usize) -> io::Result<()> {
+        let id = (i + 1).to_string();
+        net.client.ip(&["mptcp", "endpoint", "delete", "id", &id])?;
+        net.client.ip(&[
+            "addr",
+            "del",
+            &format!("{}/24", client_addr(i)),
+            "dev",
+            &format!("c{i}"),
+        ])?;
+        Ok(())
+    }
+
+    fn addr_back(&self, net: &Net, i: usize) -> io::Result<()> {
+        net.client.ip(&[
+            "addr",
+            "add",
+            &format!("{}/24", client_addr(i)),
+            "dev",
+            &format!("c{i}"),
+        ])?;
+        let table = route_table(i);
+        net.client.ip(&[
+            "route",
+            "replace",
+            "default",
+            "dev",
+            &format!("c{i}"),
+            "table",
+            &table,
+        ])?;
+        self.endpoint_add(net, i)
+    }
+}
+
+/// A stream socket bound to `local`: MPTCP (IPPROTO_MPTCP) or TCP, with congestion control
+/// `cc` set on the socket (the namespaces inherit the host's default, which need not be the
+/// scenario's; as root any available algorithm may be set per socket). MPTCP gives its
+/// subflows the socket's algorithm.
+fn stream_socket(local: SocketAddr, mptcp: bool, cc: &str) -> io::Result<socket2::Socket> {
+    let proto = if mptcp {
+        IPPROTO_MPTCP
+    } else {
+        libc::IPPROTO_TCP
+    };
+    let s = socket2::Socket::new(
+        socket2::Domain::IPV4,
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::from(proto)),
+    )?;
+    s.set_reuse_address(true)?;
+    s.set_tcp_congestion(cc.as_bytes())
+        .map_err(|e| io::Error::new(e.kind(), format!("congestion control {cc}: {e}")))?;
+    s.bind(&local.into())?;
+    Ok(s)
+}
+
+const IPPROTO_MPTCP: i32 = 262;
+
+/// The endpoints of a run.
+enum Ends {
+    Tunnel(Tunnel),
+    Mptcp(Mptcp),
+}
+
+impl Ends {
+    fn alive(&mut self) -> io::Result<()> {
+        match self {
+            Ends::Tunnel(t) => t.alive(),
+            Ends::Mptcp(_) => Ok(()),
+        }
+    }
+
+    fn connections(&self, direction: AppDirection) -> (Option<Value>, Option<Value>) {
+        match self {
+            Ends::Tunnel(t) => t.connections(direction),
+            Ends::Mptcp(_) => (None, None),
+        }
+    }
+
+    fn addr_gone(&self, net: &Net, i: usize) -> io::Result<()> {
+        match self {
+            // The tunnel client learns it from its interface: down, as a network manager
+            // takes a lost link down.
+            Ends::Tunnel(_) => net
+                .client
+                .ip(&["link", "set", &format!("c{i}"), "down"])
+                .map(|_| ()),
+            Ends::Mptcp(m) => m.addr_gone(net, i),
+        }
+    }
+
+    fn addr_back(&self, net: &Net, i: usize) -> io::Result<()> {
+        match self {
+            Ends::Tunnel(_) => net
+                .client
+                .ip(&["link", "set", &format!("c{i}"), "up"])
+                .map(|_| ()),
+            Ends::Mptcp(m) => m.addr_back(net, i),
+        }
+    }
+
+    /// Where the receiving application listens and the sender binds, by direction.
+    fn app_addrs(&self, direction: AppDirection) -> (SocketAddr, SocketAddr) {
+        let (client, server) = match self {
+            Ends::Tunnel(_) => (TUN_CLIENT.to_string(), TUN_SERVER.to_string()),
+            Ends::Mptcp(_) => (client_addr(0), server_addr(0)),
+        };
+        let a = |ip: &str, port| format!("{ip}:{port}").parse().expect("address");
+        match direction {
+            AppDirection::Down => (a(&client, APP_PORT), a(&server, 0)),
+            AppDirection::Up => (a(&server, APP_PORT), a(&client, 0)),
+        }
+    }
+}
+
 fn spawn(braid: &Path, ns: &NetNs, role: &str, dir: &Path, config: &str) -> io::Result<Daemon> {
     let cfg = dir.join(format!("{role}.toml"));
     std::fs::write(&cfg, config)?;
@@ -451,8 +709,8 @@ fn wait_status(
 /// A scheduled change the run makes itself (the emulator applies the link losses).
 #[derive(Debug, Clone, Copy)]
 enum Step {
-    /// The client's interface goes down: the endpoint learns the address is gone (after the
-    /// scenario's `remove_addr_delay`, as in the simulator).
+    /// The client's address on the link goes: the endpoint learns it (after the scenario's
+    /// `remove_addr_delay`, as in the simulator).
     AddrGone(usize),
     AddrBack(usize),
 }
@@ -472,7 +730,10 @@ fn run_once(
     let net = Net::build(n)?;
     // Set-up runs over the links without their schedule; the run's emulation starts after.
     let setup = net.emulate(v, seed, false)?;
-    let mut tunnel = Tunnel::start(&net, v, opts, &dir)?;
+    let mut ends = match opts.endpoint {
+        Endpoint::Tunnel => Ends::Tunnel(Tunnel::start(&net, v, opts, &dir)?),
+        Endpoint::Mptcp => Ends::Mptcp(Mptcp::start(&net, v)?),
+    };
     setup.stop()?;
     let stop_us = s
         .app
@@ -483,21 +744,20 @@ fn run_once(
     let abort = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(SenderState::default());
     let delivered = Arc::new(AtomicU64::new(0));
-    let (send_ns, recv_ns, recv_addr) = match s.app.direction {
-        AppDirection::Down => (&net.server, &net.client, TUN_CLIENT),
-        AppDirection::Up => (&net.client, &net.server, TUN_SERVER),
+    let (send_ns, recv_ns) = match s.app.direction {
+        AppDirection::Down => (&net.server, &net.client),
+        AppDirection::Up => (&net.client, &net.server),
     };
-    let send_addr = if recv_addr == TUN_SERVER {
-        TUN_CLIENT
-    } else {
-        TUN_SERVER
-    };
-    let to: SocketAddr = format!("{recv_addr}:{APP_PORT}").parse().expect("address");
     let emu;
-    let (app_sender, receiver) = if s.app.kind == AppKind::Cbr {
+    // The listener stays open for the run: MPTCP's joins (MP_JOIN SYNs) reach the connection
+    // through it.
+    let mut _listener = None;
+    let (app_sender, receiver) = if s.app.kind == AppKind::Cbr && opts.endpoint == Endpoint::Tunnel
+    {
         // CBR over UDP: each message one IP packet in the tunnel's stream.
+        let (to, from) = ends.app_addrs(s.app.direction);
         let rx = recv_ns.run(move || UdpSocket::bind(to))?;
-        let tx = send_ns.run(move || UdpSocket::bind((send_addr, 0)))?;
+        let tx = send_ns.run(move || UdpSocket::bind(from))?;
         emu = net.emulate(v, seed, true)?;
         let clock = Clock(emu.started());
         (
@@ -513,13 +773,41 @@ fn run_once(
             app::udp_receiver(rx, clock, end_us, abort.clone(), delivered.clone()),
         )
     } else {
-        let listener = recv_ns.run(move || TcpListener::bind(to))?;
+        // One stream the client opens (the MPTCP initiator, whose path manager adds the
+        // subflows), whichever way the data goes.
+        let (server, client) = ends.app_addrs(AppDirection::Up);
+        let client = SocketAddr::new(client.ip(), 0);
+        let mptcp = opts.endpoint == Endpoint::Mptcp;
+        // The application's TCP: the scenario's algorithm on kernel MPTCP; through the
+        // tunnel an unmodified host's usual CUBIC (the tunnel's connection runs the
+        // scenario's).
+        let cc = match (mptcp, s.connection.congestion.as_str()) {
+            (false, _) => "cubic",
+            (true, "newreno") => "reno",
+            (true, other) => other,
+        };
+        let cc2 = cc.to_string();
+        let listener = net.server.run(move || -> io::Result<TcpListener> {
+            let s = stream_socket(server, mptcp, &cc2)?;
+            s.listen(4)?;
+            Ok(s.into())
+        })?;
         emu = net.emulate(v, seed, true)?;
         let clock = Clock(emu.started());
-        let send_sock =
-            send_ns.run(move || TcpStream::connect_timeout(&to, Duration::from_secs(5)))?;
-        let (recv_sock, _) = listener.accept()?;
-        let _ = send_sock.set_nodelay(true);
+        let cc2 = cc.to_string();
+        let client_sock = net.client.run(move || -> io::Result<TcpStream> {
+            let s = stream_socket(client, mptcp, &cc2)?;
+            s.connect_timeout(&server.into(), Duration::from_secs(5))?;
+            Ok(s.into())
+        })?;
+        let (server_sock, _) = listener.accept()?;
+        _listener = Some(listener);
+        let _ = client_sock.set_nodelay(true);
+        let _ = server_sock.set_nodelay(true);
+        let (send_sock, recv_sock) = match s.app.direction {
+            AppDirection::Down => (server_sock, client_sock),
+            AppDirection::Up => (client_sock, server_sock),
+        };
         (
             app::sender(
                 send_sock,
@@ -581,7 +869,7 @@ fn run_once(
         if opts.interrupted.load(Ordering::Relaxed) {
             break Err(io::Error::new(io::ErrorKind::Interrupted, "interrupted"));
         }
-        if let Err(e) = tunnel.alive() {
+        if let Err(e) = ends.alive() {
             break Err(e);
         }
         while let Some(&(t, l)) = backs.get(next_back) {
@@ -607,15 +895,14 @@ fn run_once(
             if t > now {
                 break;
             }
-            let (i, up) = match step {
-                Step::AddrGone(i) => (i, "down"),
-                Step::AddrBack(i) => (i, "up"),
-            };
-            net.client.ip(&["link", "set", &format!("c{i}"), up])?;
+            match step {
+                Step::AddrGone(i) => ends.addr_gone(&net, i)?,
+                Step::AddrBack(i) => ends.addr_back(&net, i)?,
+            }
             next_step += 1;
         }
         if tick % 5 == 0
-            && let (Some(c), _) = tunnel.connections(s.app.direction)
+            && let (Some(c), _) = ends.connections(s.app.direction)
         {
             counters = (
                 c["reinjected_packets"].as_u64().unwrap_or(counters.0),
@@ -645,7 +932,8 @@ fn run_once(
     abort.store(true, Ordering::Relaxed);
     let sent_result = app_sender.join();
     let received = receiver.join();
-    let (sender_conn, receiver_conn) = tunnel.connections(s.app.direction);
+    let (sender_conn, receiver_conn) = ends.connections(s.app.direction);
+    let emu_links = emu.links.clone();
     emu.stop()?;
     result?;
     sent_result
@@ -666,8 +954,12 @@ fn run_once(
         AppDirection::Down => p["local"].as_u64(),
         AppDirection::Up => p["remote"].as_u64(),
     };
-    let link_bytes = (0..n)
+    let link_bytes: Vec<u64> = (0..n)
         .map(|i| {
+            if opts.endpoint == Endpoint::Mptcp {
+                // The kernel's per-subflow counts are not exposed: IP bytes the link carried.
+                return data_dir(&emu_links[i].1);
+            }
             receiver_conn
                 .as_ref()
                 .and_then(|c| c["paths"].as_array())
