@@ -445,12 +445,22 @@ impl Tunnel {
             ));
         }
         let gateway = spawn(&opts.braid, &net.server, "gateway", dir, &gateway)?;
-        wait_status(&gw_control, &gateway, Duration::from_secs(10), |_| true)?;
+        wait_status(
+            &gw_control,
+            &gateway,
+            Duration::from_secs(10),
+            &opts.interrupted,
+            |_| true,
+        )?;
         let client = spawn(&opts.braid, &net.client, "client", dir, &client)?;
         let n = v.scenario.links.len();
-        wait_status(&client_control, &client, Duration::from_secs(15), |s| {
-            s["connections"][0]["usable_paths"].as_u64() == Some(n as u64)
-        })?;
+        wait_status(
+            &client_control,
+            &client,
+            Duration::from_secs(15),
+            &opts.interrupted,
+            |s| s["connections"][0]["usable_paths"].as_u64() == Some(n as u64),
+        )?;
         Ok(Tunnel {
             gateway,
             client,
@@ -687,10 +697,14 @@ fn wait_status(
     control: &Path,
     d: &Daemon,
     within: Duration,
+    interrupted: &AtomicBool,
     ready: impl Fn(&Value) -> bool,
 ) -> io::Result<()> {
     let t0 = Instant::now();
     loop {
+        if interrupted.load(Ordering::Relaxed) {
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "interrupted"));
+        }
         if let Some(s) = status(control)
             && ready(&s)
         {

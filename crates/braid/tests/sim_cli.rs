@@ -218,3 +218,39 @@ fn report_figures_exist_and_are_valid_svg() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `braid lab` refuses what it cannot emulate with one line naming the key, before it creates
+/// anything (so without root too).
+#[test]
+fn lab_refuses_what_it_cannot_emulate_by_key() {
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("e7-v2i-aggregation.toml", &[], "mobility"),
+        (
+            "e3-rtt-below-rtomin.toml",
+            &["--set", "connection.ack_frequency=4"],
+            "connection.ack_frequency: not applied by the braid tunnel endpoint",
+        ),
+        (
+            "e3-rtt-below-rtomin.toml",
+            &["--endpoint", "mptcp", "--set", "connection.congestion=lia"],
+            "connection.congestion: kernel MPTCP runs cubic or newreno",
+        ),
+        (
+            "e3-rtt-below-rtomin.toml",
+            &["--endpoint", "quic"],
+            "unknown endpoint `quic` (allowed: tunnel, mptcp)",
+        ),
+    ];
+    for (file, args, want) in cases {
+        let out = braid()
+            .arg("lab")
+            .arg(scenario(file))
+            .args(*args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{file} {args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{file} {args:?}: {err}");
+    }
+}

@@ -1,0 +1,223 @@
+//! `braid lab` as a user runs it (root): scenario E3 shortened with `--set`, on the braid
+//! tunnel and on kernel MPTCP, beside `braid sim` on the same file; Ctrl-C in the middle of a
+//! run leaves no namespace and no process behind. The runs are real time and share the
+//! machine's two cores: one at a time.
+
+mod netns;
+
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use netns::require_root;
+use serde_json::Value;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const E3: &str = "scenarios/e3-rtt-below-rtomin.toml";
+/// Two address losses (at 8 s and 18 s) in 24 s.
+const SHORT: [&str; 6] = [
+    "--set",
+    "duration=24s",
+    "--set",
+    "schedule.0.count=2",
+    "--reps",
+    "1",
+];
+
+fn root_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn braid(args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args(args)
+        .current_dir(root_dir())
+        .output()
+        .expect("run braid");
+    assert!(
+        out.status.success(),
+        "braid {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Median of `metric` per variant from `--json` output.
+fn medians(out: &Output, metric: &str) -> Vec<(String, f64)> {
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    v["variants"]
+        .as_array()
+        .expect("variants")
+        .iter()
+        .map(|x| {
+            (
+                x["name"].as_str().unwrap_or("").to_string(),
+                x["metrics"][metric]["median"].as_f64().unwrap_or(f64::NAN),
+            )
+        })
+        .collect()
+}
+
+fn get(m: &[(String, f64)], name: &str) -> f64 {
+    m.iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("no variant {name} in {m:?}"))
+}
+
+fn sim_and_lab(endpoint: &str) -> (Vec<(String, f64)>, Vec<(String, f64)>) {
+    let mut args = vec!["sim", E3, "--json", "-q"];
+    args.extend(SHORT);
+    let sim = medians(&braid(&args), "delay_increase_ms");
+    let mut args = vec!["lab", E3, "--endpoint", endpoint, "--json", "-q"];
+    args.extend(SHORT);
+    let lab = medians(&braid(&args), "delay_increase_ms");
+    eprintln!("E3 shortened (2 losses), delay increase median, ms: endpoint {endpoint}");
+    for (name, l) in &lab {
+        eprintln!("  {name:6} sim {:7.1}  lab {l:7.1}", get(&sim, name));
+    }
+    (sim, lab)
+}
+
+/// The done-when of the lab on E3: on the braid tunnel the REJ ordering of the paper holds,
+/// K = 1 ≤ K = 2 ≤ K = 4 < stock.
+#[test]
+fn e3_on_the_braid_tunnel_keeps_the_rej_ordering() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_root() {
+        return;
+    }
+    let (_, lab) = sim_and_lab("tunnel");
+    let (k1, k2, k4, stock) = (
+        get(&lab, "rej1"),
+        get(&lab, "rej2"),
+        get(&lab, "rej4"),
+        get(&lab, "stock"),
+    );
+    assert!(
+        k1 <= k2 && k2 <= k4 && k4 < stock,
+        "REJ ordering in the lab: K=1 {k1:.1}, K=2 {k2:.1}, K=4 {k4:.1}, stock {stock:.1} ms"
+    );
+}
+
+/// Kernel MPTCP (its own reinjection) runs the same file; its delay increase is measured for
+/// both losses and reported beside the simulator's `stock`.
+#[test]
+fn e3_on_kernel_mptcp_reports_its_delay_increase() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_root() {
+        return;
+    }
+    let (sim, lab) = sim_and_lab("mptcp");
+    assert_eq!(
+        lab.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["stock"],
+        "kernel MPTCP runs the stock variant only"
+    );
+    let (k, s) = (get(&lab, "stock"), get(&sim, "stock"));
+    assert!(
+        k.is_finite() && k > 0.0,
+        "kernel MPTCP's delay increase: {k} ms (simulator's stock: {s:.1} ms)"
+    );
+}
+
+fn netns_with(tag: &str) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.contains(tag))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Processes whose command line names the run's directory (the tunnel daemons' configs).
+fn processes_with(tag: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(tag) {
+            found.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+#[test]
+fn ctrl_c_mid_run_leaves_no_namespace_and_no_process() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_root() {
+        return;
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args([
+            "lab",
+            E3,
+            "--set",
+            "duration=60s",
+            "--set",
+            "schedule.0.count=2",
+            "--reps",
+            "1",
+            "-q",
+        ])
+        .current_dir(root_dir())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start braid lab");
+    let pid = child.id();
+    // Namespaces are named prefix + pid + counter, the run's directory braid-lab-<pid>-<seed>.
+    let (ns_tag, dir_tag) = (pid.to_string(), format!("braid-lab-{pid}-"));
+    let t0 = Instant::now();
+    while processes_with(&dir_tag).len() < 2 {
+        if let Some(st) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            use std::io::Read;
+            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("braid lab exited before its daemons started ({st}): {err}");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "braid lab did not start its daemons"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        netns_with(&ns_tag).len(),
+        3,
+        "client, emulator and server namespaces"
+    );
+    let _ = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed() > Duration::from_secs(15) {
+            let _ = child.kill();
+            panic!("braid lab did not stop within 15 s of SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    use std::io::Read;
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    eprintln!("braid lab after SIGINT: {status}: {err}");
+    assert!(!status.success(), "an interrupted run is not a success");
+    assert!(err.contains("interrupted"), "{err}");
+    assert_eq!(netns_with(&ns_tag), Vec::<String>::new(), "namespaces left");
+    assert_eq!(
+        processes_with(&dir_tag),
+        Vec::<String>::new(),
+        "processes left"
+    );
+}
