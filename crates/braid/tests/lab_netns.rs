@@ -44,8 +44,11 @@ fn braid(args: &[&str]) -> Output {
     out
 }
 
+/// (variant, median) pairs.
+type Medians = Vec<(String, f64)>;
+
 /// Median of `metric` per variant from `--json` output.
-fn medians(out: &Output, metric: &str) -> Vec<(String, f64)> {
+fn medians(out: &Output, metric: &str) -> Medians {
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     v["variants"]
         .as_array()
@@ -60,14 +63,14 @@ fn medians(out: &Output, metric: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
-fn get(m: &[(String, f64)], name: &str) -> f64 {
+fn get(m: &Medians, name: &str) -> f64 {
     m.iter()
         .find(|(n, _)| n == name)
         .map(|(_, v)| *v)
         .unwrap_or_else(|| panic!("no variant {name} in {m:?}"))
 }
 
-fn sim_and_lab(endpoint: &str) -> (Vec<(String, f64)>, Vec<(String, f64)>) {
+fn sim_and_lab(endpoint: &str) -> (Medians, Medians) {
     let mut args = vec!["sim", E3, "--json", "-q"];
     args.extend(SHORT);
     let sim = medians(&braid(&args), "delay_increase_ms");
