@@ -37,6 +37,9 @@ impl Clock {
 pub struct SenderState {
     /// Bytes written into the socket so far.
     pub written: AtomicU64,
+    /// Of those, bytes the transport has sent (a TCP socket's unsent queue excluded; for
+    /// UDP every datagram written): the simulator's "sent before the loss".
+    pub sent: AtomicU64,
 }
 
 /// What the receiving application saw.
@@ -86,7 +89,11 @@ pub fn sender(
                 match s.write(&buf[off..]) {
                     Ok(n) => {
                         off += n;
-                        state.written.fetch_add(n as u64, Ordering::Relaxed);
+                        let w = state.written.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+                        let unsent = crate::packet::unsent_bytes(&s).unwrap_or(0);
+                        state
+                            .sent
+                            .store(w.saturating_sub(unsent), Ordering::Relaxed);
                     }
                     Err(e)
                         if matches!(
@@ -137,7 +144,8 @@ pub fn sender(
     })
 }
 
-/// Reads until the sender shuts down, `until_us` passes or `abort` is set.
+/// Reads until the sender shuts down or `abort` is set, recording what arrives before
+/// `until_us`.
 pub fn receiver(
     mut s: TcpStream,
     app: AppSpec,
@@ -155,7 +163,9 @@ pub fn receiver(
         // The CBR message being assembled: its first 16 bytes and how much of it is here.
         let (mut head, mut have) = ([0u8; HEADER], 0usize);
         let mut total = 0u64;
-        while !abort.load(Ordering::Relaxed) && clock.us() < until_us {
+        // Reads go on past `until_us` (not recorded) until the sender's end of stream or
+        // `abort`: closing while the sender still writes would reset it.
+        while !abort.load(Ordering::Relaxed) {
             let n = match s.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => n,
@@ -170,6 +180,9 @@ pub fn receiver(
                 Err(e) => return Err(e),
             };
             let now = clock.us();
+            if now >= until_us {
+                continue;
+            }
             r.deliveries.push((now, n as u32));
             total += n as u64;
             delivered.store(total, Ordering::Relaxed);
@@ -227,6 +240,7 @@ pub fn udp_sender(
             match s.send_to(&msg, to) {
                 Ok(n) => {
                     state.written.fetch_add(n as u64, Ordering::Relaxed);
+                    state.sent.fetch_add(n as u64, Ordering::Relaxed);
                 }
                 // A full socket buffer loses the message, as a UDP application would; the
                 // receiver counts it missing.

@@ -89,6 +89,12 @@ pub struct Options {
     pub braid: PathBuf,
     /// Set (by a signal handler) to stop at once; the run then cleans up and fails.
     pub interrupted: Arc<AtomicBool>,
+    /// A CBR application reaches the braid tunnel over one inner TCP stream instead of one
+    /// UDP datagram per message.
+    pub cbr_over_tcp: bool,
+    /// Keep each run's daemon configurations, logs and final status here
+    /// (`<variant>-seed<seed>/`), for evidence when a figure differs from the simulator's.
+    pub keep: Option<PathBuf>,
 }
 
 /// What a run reports while it goes.
@@ -720,6 +726,61 @@ fn wait_status(
     }
 }
 
+/// Copies a run's daemon files and writes the final status of its endpoints and the
+/// emulator's counters to `keep/<variant>-seed<seed>/`.
+fn keep_run(
+    keep: &Path,
+    v: &Variant,
+    seed: u64,
+    dir: &Path,
+    ends: &Ends,
+    emu: &Emulator,
+) -> io::Result<()> {
+    let name = if v.name.is_empty() { "run" } else { &v.name };
+    let to = keep.join(format!("{name}-seed{seed}"));
+    std::fs::create_dir_all(&to)?;
+    for e in std::fs::read_dir(dir)?.flatten() {
+        let p = e.path();
+        if matches!(p.extension().and_then(|x| x.to_str()), Some("log" | "toml")) {
+            std::fs::copy(&p, to.join(e.file_name()))?;
+        }
+    }
+    if let Ends::Tunnel(t) = ends {
+        for (role, control) in [
+            ("client", &t.client_control),
+            ("gateway", &t.gateway_control),
+        ] {
+            if let Some(st) = status(control) {
+                std::fs::write(
+                    to.join(format!("status-{role}.json")),
+                    serde_json::to_string_pretty(&st).unwrap_or_default(),
+                )?;
+            }
+        }
+    }
+    let links: Vec<Value> = emu
+        .links
+        .iter()
+        .map(|(name, (down, up))| {
+            let dir = |c: &crate::emu::Counters| {
+                let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+                serde_json::json!({
+                    "frames_in": g(&c.frames_in), "frames_out": g(&c.frames_out),
+                    "bytes_out": g(&c.bytes_out), "dropped_down": g(&c.dropped_down),
+                    "dropped_queue": g(&c.dropped_queue), "dropped_loss": g(&c.dropped_loss),
+                    "lost_in_flight": g(&c.lost_in_flight), "kernel_drops": g(&c.kernel_drops),
+                    "send_errors": g(&c.send_errors), "late_us_max": g(&c.late_us_max),
+                })
+            };
+            serde_json::json!({ "link": name, "down": dir(down), "up": dir(up) })
+        })
+        .collect();
+    std::fs::write(
+        to.join("emulator.json"),
+        serde_json::to_string_pretty(&links).unwrap_or_default(),
+    )
+}
+
 /// A scheduled change the run makes itself (the emulator applies the link losses).
 #[derive(Debug, Clone, Copy)]
 enum Step {
@@ -766,81 +827,89 @@ fn run_once(
     // The listener stays open for the run: MPTCP's joins (MP_JOIN SYNs) reach the connection
     // through it.
     let mut _listener = None;
-    let (app_sender, receiver) = if s.app.kind == AppKind::Cbr && opts.endpoint == Endpoint::Tunnel
-    {
-        // CBR over UDP: each message one IP packet in the tunnel's stream.
-        let (to, from) = ends.app_addrs(s.app.direction);
-        let rx = recv_ns.run(move || UdpSocket::bind(to))?;
-        let tx = send_ns.run(move || UdpSocket::bind(from))?;
-        emu = net.emulate(v, seed, true)?;
-        let clock = Clock(emu.started());
-        (
-            app::udp_sender(
-                tx,
-                to,
-                s.app.clone(),
-                clock,
-                stop_us,
-                abort.clone(),
-                sent.clone(),
-            ),
-            app::udp_receiver(rx, clock, end_us, abort.clone(), delivered.clone()),
-        )
-    } else {
-        // One stream the client opens (the MPTCP initiator, whose path manager adds the
-        // subflows), whichever way the data goes.
-        let (server, client) = ends.app_addrs(AppDirection::Up);
-        let client = SocketAddr::new(client.ip(), 0);
-        let mptcp = opts.endpoint == Endpoint::Mptcp;
-        // The application's TCP: the scenario's algorithm on kernel MPTCP; through the
-        // tunnel an unmodified host's usual CUBIC (the tunnel's connection runs the
-        // scenario's).
-        let cc = match (mptcp, s.connection.congestion.as_str()) {
-            (false, _) => "cubic",
-            (true, "newreno") => "reno",
-            (true, other) => other,
+    let (app_sender, receiver) =
+        if s.app.kind == AppKind::Cbr && opts.endpoint == Endpoint::Tunnel && !opts.cbr_over_tcp {
+            // CBR over UDP: each message one IP packet in the tunnel's stream.
+            let (to, from) = ends.app_addrs(s.app.direction);
+            // A receive buffer for a burst: after an outage the tunnel delivers at once what it
+            // held (1800 messages/s × 0.4 s × 1.4 kB ≈ 1 MB in E3).
+            let rx = recv_ns.run(move || -> io::Result<UdpSocket> {
+                let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+                crate::packet::force_receive_buffer(&s, 16 << 20)
+                    .or_else(|_| s.set_recv_buffer_size(16 << 20))?;
+                s.bind(&to.into())?;
+                Ok(s.into())
+            })?;
+            let tx = send_ns.run(move || UdpSocket::bind(from))?;
+            emu = net.emulate(v, seed, true)?;
+            let clock = Clock(emu.started());
+            (
+                app::udp_sender(
+                    tx,
+                    to,
+                    s.app.clone(),
+                    clock,
+                    stop_us,
+                    abort.clone(),
+                    sent.clone(),
+                ),
+                app::udp_receiver(rx, clock, end_us, abort.clone(), delivered.clone()),
+            )
+        } else {
+            // One stream the client opens (the MPTCP initiator, whose path manager adds the
+            // subflows), whichever way the data goes.
+            let (server, client) = ends.app_addrs(AppDirection::Up);
+            let client = SocketAddr::new(client.ip(), 0);
+            let mptcp = opts.endpoint == Endpoint::Mptcp;
+            // The application's TCP: the scenario's algorithm on kernel MPTCP; through the
+            // tunnel an unmodified host's usual CUBIC (the tunnel's connection runs the
+            // scenario's).
+            let cc = match (mptcp, s.connection.congestion.as_str()) {
+                (false, _) => "cubic",
+                (true, "newreno") => "reno",
+                (true, other) => other,
+            };
+            let cc2 = cc.to_string();
+            let listener = net.server.run(move || -> io::Result<TcpListener> {
+                let s = stream_socket(server, mptcp, &cc2)?;
+                s.listen(4)?;
+                Ok(s.into())
+            })?;
+            emu = net.emulate(v, seed, true)?;
+            let clock = Clock(emu.started());
+            let cc2 = cc.to_string();
+            let client_sock = net.client.run(move || -> io::Result<TcpStream> {
+                let s = stream_socket(client, mptcp, &cc2)?;
+                s.connect_timeout(&server.into(), Duration::from_secs(5))?;
+                Ok(s.into())
+            })?;
+            let (server_sock, _) = listener.accept()?;
+            _listener = Some(listener);
+            let _ = client_sock.set_nodelay(true);
+            let _ = server_sock.set_nodelay(true);
+            let (send_sock, recv_sock) = match s.app.direction {
+                AppDirection::Down => (server_sock, client_sock),
+                AppDirection::Up => (client_sock, server_sock),
+            };
+            (
+                app::sender(
+                    send_sock,
+                    s.app.clone(),
+                    clock,
+                    stop_us,
+                    abort.clone(),
+                    sent.clone(),
+                ),
+                app::receiver(
+                    recv_sock,
+                    s.app.clone(),
+                    clock,
+                    end_us,
+                    abort.clone(),
+                    delivered.clone(),
+                ),
+            )
         };
-        let cc2 = cc.to_string();
-        let listener = net.server.run(move || -> io::Result<TcpListener> {
-            let s = stream_socket(server, mptcp, &cc2)?;
-            s.listen(4)?;
-            Ok(s.into())
-        })?;
-        emu = net.emulate(v, seed, true)?;
-        let clock = Clock(emu.started());
-        let cc2 = cc.to_string();
-        let client_sock = net.client.run(move || -> io::Result<TcpStream> {
-            let s = stream_socket(client, mptcp, &cc2)?;
-            s.connect_timeout(&server.into(), Duration::from_secs(5))?;
-            Ok(s.into())
-        })?;
-        let (server_sock, _) = listener.accept()?;
-        _listener = Some(listener);
-        let _ = client_sock.set_nodelay(true);
-        let _ = server_sock.set_nodelay(true);
-        let (send_sock, recv_sock) = match s.app.direction {
-            AppDirection::Down => (server_sock, client_sock),
-            AppDirection::Up => (client_sock, server_sock),
-        };
-        (
-            app::sender(
-                send_sock,
-                s.app.clone(),
-                clock,
-                stop_us,
-                abort.clone(),
-                sent.clone(),
-            ),
-            app::receiver(
-                recv_sock,
-                s.app.clone(),
-                clock,
-                end_us,
-                abort.clone(),
-                delivered.clone(),
-            ),
-        )
-    };
     // The run's own steps, by time.
     let mut steps: Vec<(Duration, Step)> = Vec::new();
     for (t, l, a) in &v.timeline {
@@ -901,7 +970,7 @@ fn run_once(
                 t,
                 link: l,
                 since: since[l],
-                sent_before: sent.written.load(Ordering::Relaxed),
+                sent_before: sent.sent.load(Ordering::Relaxed),
             });
             next_loss += 1;
         }
@@ -943,10 +1012,18 @@ fn run_once(
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    abort.store(true, Ordering::Relaxed);
+    // At the end the sender stops by itself (and shuts its stream down) before the receiver
+    // is told to: a receiver closing first would reset a sender still writing.
+    if result.is_err() {
+        abort.store(true, Ordering::Relaxed);
+    }
     let sent_result = app_sender.join();
+    abort.store(true, Ordering::Relaxed);
     let received = receiver.join();
     let (sender_conn, receiver_conn) = ends.connections(s.app.direction);
+    if let Some(keep) = &opts.keep {
+        keep_run(keep, v, seed, &dir, &ends, &emu)?;
+    }
     let emu_links = emu.links.clone();
     emu.stop()?;
     result?;

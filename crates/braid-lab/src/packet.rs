@@ -3,7 +3,8 @@
 //! protocol). The frames the socket itself sends are not read back (`PACKET_IGNORE_OUTGOING`).
 //!
 //! The only unsafe code of the crate: `sockaddr_ll` and the `PACKET_*` options have no safe
-//! constructor in socket2 or nix.
+//! constructor in socket2 or nix (nor `SO_RCVBUFFORCE` and `SIOCOUTQNSD`, see
+//! [`force_receive_buffer`] and [`unsent_bytes`]).
 
 #![allow(unsafe_code)]
 
@@ -188,5 +189,45 @@ impl PacketSocket {
             self.kernel_drops += u64::from(st.tp_drops);
         }
         self.kernel_drops
+    }
+}
+
+/// Sets a socket's receive buffer past `net.core.rmem_max` (`SO_RCVBUFFORCE`, root).
+pub fn force_receive_buffer(sock: &impl AsRawFd, bytes: usize) -> io::Result<()> {
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: the option value points to a live c_int of the length given.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Bytes a TCP (or MPTCP) socket holds that it has not sent yet (`SIOCOUTQNSD`): what the
+/// application wrote minus this is what went onto the network.
+pub fn unsent_bytes(sock: &impl AsRawFd) -> io::Result<u64> {
+    const SIOCOUTQNSD: libc::c_ulong = 0x894B;
+    let mut n: libc::c_int = 0;
+    // SAFETY: the ioctl writes one c_int to the live `n`.
+    let r = unsafe {
+        libc::ioctl(
+            sock.as_raw_fd(),
+            SIOCOUTQNSD as _,
+            &mut n as *mut libc::c_int,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 }

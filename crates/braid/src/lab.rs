@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, bail};
 use braid_lab::lab;
-use braid_sim::{plot, report, scenario};
+use braid_sim::{plot, report, runner, scenario};
 use clap::Args;
 
 #[derive(Debug, Args)]
@@ -34,6 +34,19 @@ pub struct LabArgs {
     /// Base seed (overrides the scenario's `seed`).
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
+    /// Also run the simulator on the same file and print, per metric, the simulator's median,
+    /// the lab's and their ratio.
+    #[arg(long)]
+    compare: bool,
+    /// How a CBR application reaches the braid tunnel: `udp` (each message one datagram, as
+    /// the simulator's application writes into the connection) or `tcp` (one inner TCP
+    /// stream, whose own congestion control and retransmissions then add to the delays).
+    #[arg(long, default_value = "udp", value_name = "udp|tcp")]
+    cbr_over: String,
+    /// Keep each run's daemon configurations and logs, the endpoints' final status and the
+    /// emulator's counters in this directory (one subdirectory per run).
+    #[arg(long, value_name = "DIR")]
+    keep: Option<PathBuf>,
     /// No progress output.
     #[arg(long, short)]
     quiet: bool,
@@ -76,6 +89,12 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
         endpoint,
         braid: std::env::current_exe().context("the braid executable")?,
         interrupted,
+        cbr_over_tcp: match a.cbr_over.as_str() {
+            "udp" => false,
+            "tcp" => true,
+            other => bail!("--cbr-over: `{other}` is not udp or tcp"),
+        },
+        keep: a.keep.clone(),
     };
     let quiet = a.quiet;
     if !quiet {
@@ -126,15 +145,100 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    let sim = a.compare.then(|| {
+        let mut only = plan.clone();
+        only.variants.retain(|v| endpoint.runs(v));
+        let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+        runner::run(
+            &only,
+            &runner::Options {
+                jobs,
+                records: runner::Records::None,
+            },
+            &|_| {},
+        )
+    });
     let mut out = std::io::stdout().lock();
     if a.json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&report::json(&result))?
-        )?;
+        let mut v = report::json(&result);
+        if let Some(sim) = &sim {
+            v["compare"] = compare_json(sim, &result);
+        }
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     } else {
         write!(out, "{}", report::table(&result))?;
+        if let Some(sim) = &sim {
+            write!(out, "{}", compare_table(sim, &result))?;
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The metrics compared: the scenario's shown ones, throughput always.
+fn compared(lab: &runner::PlanResult) -> Vec<String> {
+    let mut keys = lab.show.clone();
+    if !keys.iter().any(|k| k == "throughput_mbps") {
+        keys.push("throughput_mbps".into());
+    }
+    keys
+}
+
+/// (variant, sim median, lab median) for `key`, where both have it.
+fn pairs(sim: &runner::PlanResult, lab: &runner::PlanResult, key: &str) -> Vec<(String, f64, f64)> {
+    lab.variants
+        .iter()
+        .filter_map(|lv| {
+            let sv = sim.variants.iter().find(|s| s.name == lv.name)?;
+            Some((
+                lv.name.clone(),
+                sv.summary.get(key)?.median,
+                lv.summary.get(key)?.median,
+            ))
+        })
+        .collect()
+}
+
+fn compare_table(sim: &runner::PlanResult, lab: &runner::PlanResult) -> String {
+    let mut t = String::from("\nsimulator vs lab (medians; ratio lab / sim)\n");
+    for key in compared(lab) {
+        let rows = pairs(sim, lab, &key);
+        if rows.is_empty() {
+            continue;
+        }
+        t.push_str(&format!(
+            "{key}\n  {:10} {:>10} {:>10} {:>7}\n",
+            "variant", "sim", "lab", "ratio"
+        ));
+        for (name, s, l) in rows {
+            let ratio = if s != 0.0 {
+                format!("{:.2}", l / s)
+            } else {
+                "-".into()
+            };
+            t.push_str(&format!(
+                "  {:10} {s:>10.2} {l:>10.2} {ratio:>7}\n",
+                if name.is_empty() { "-" } else { &name }
+            ));
+        }
+    }
+    t
+}
+
+fn compare_json(sim: &runner::PlanResult, lab: &runner::PlanResult) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    for key in compared(lab) {
+        let rows: serde_json::Map<String, serde_json::Value> = pairs(sim, lab, &key)
+            .into_iter()
+            .map(|(name, s, l)| {
+                (
+                    name,
+                    serde_json::json!({ "sim": s, "lab": l, "ratio": if s != 0.0 { Some(l / s) } else { None } }),
+                )
+            })
+            .collect();
+        if !rows.is_empty() {
+            m.insert(key, rows.into());
+        }
+    }
+    m.into()
 }
