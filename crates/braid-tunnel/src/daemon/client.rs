@@ -40,6 +40,9 @@ const HANDSHAKE_RETRY_MAX: Duration = Duration::from_secs(1);
 const PROBE_AFTER: Duration = Duration::from_millis(500);
 /// A connection with data queued and no usable path this long is logged.
 const PATHLESS_REPORT: Duration = Duration::from_secs(1);
+/// Probes after a re-addressing beyond the first, and how far apart.
+const REPROBES: u8 = 3;
+const REPROBE_EVERY: Duration = Duration::from_millis(100);
 
 /// Runs the client until SIGINT or SIGTERM.
 pub async fn run_client(cfg: ClientConfig) -> Result<(), DaemonError> {
@@ -161,6 +164,9 @@ struct Client {
     rotate: usize,
     /// The current connection's pathless episode was logged.
     pathless_reported: bool,
+    /// After a re-addressing, probes still to send (one per watch tick at least
+    /// [`REPROBE_EVERY`] apart) and when the next may go.
+    reprobes: (u8, braid_core::Instant),
     /// Since when the connection has had no usable path although a link was up (the
     /// replacement clock: time with every link down does not count).
     pathless_with_link: Option<braid_core::Instant>,
@@ -243,6 +249,7 @@ impl Client {
             sealed: Vec::with_capacity(2048),
             rotate: 0,
             pathless_reported: false,
+            reprobes: (0, braid_core::Instant::ZERO),
             pathless_with_link: None,
             replaced_pathless: 0,
             replaced_restart: 0,
@@ -330,8 +337,14 @@ impl Client {
                 Wake::Watch => {
                     if self.watch_links(now) {
                         // An interface was re-addressed: tell the gateway the path's new
-                        // address now rather than at the next keepalive.
+                        // address now rather than at the next keepalive, and again a few
+                        // times: the address often comes before its route (a network manager
+                        // adds the route next), and a probe sent in between is lost.
                         self.probe(now).await;
+                        self.reprobes = (REPROBES, now + REPROBE_EVERY);
+                    } else if self.reprobes.0 > 0 && now >= self.reprobes.1 {
+                        self.probe(now).await;
+                        self.reprobes = (self.reprobes.0 - 1, now + REPROBE_EVERY);
                     }
                 }
                 Wake::Signal(s) => self.on_signal(now, s),
