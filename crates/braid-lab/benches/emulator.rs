@@ -122,13 +122,14 @@ fn capacity(rate_mbps: f64) -> (f64, [u64; 3]) {
     let emu = bed.start(s.clone(), s, Vec::new());
     let _srv = iperf3_server(&bed);
     let lost = lost_percent(iperf3_udp(&bed, 0.9 * rate_mbps, 4, false));
-    let c = &emu.links[0].1.1;
+    let c = emu.links[0].1.1.clone();
+    // Stopping publishes the final counts.
+    emu.stop().expect("emulator");
     let counts = [
         c.kernel_drops.load(Ordering::Relaxed),
         c.dropped_queue.load(Ordering::Relaxed),
         c.send_errors.load(Ordering::Relaxed),
     ];
-    emu.stop().expect("emulator");
     (lost, counts)
 }
 

@@ -95,11 +95,7 @@ pub fn sender(
                             .sent
                             .store(w.saturating_sub(unsent), Ordering::Relaxed);
                     }
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                        ) => {}
+                    Err(e) if timed_out(&e) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -169,14 +165,7 @@ pub fn receiver(
             let n = match s.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    continue;
-                }
+                Err(e) if timed_out(&e) => continue,
                 Err(e) => return Err(e),
             };
             let now = clock.us();
@@ -269,14 +258,7 @@ pub fn udp_receiver(
         while !abort.load(Ordering::Relaxed) && clock.us() < until_us {
             let n = match s.recv(&mut buf) {
                 Ok(n) => n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    continue;
-                }
+                Err(e) if timed_out(&e) => continue,
                 Err(e) => return Err(e),
             };
             if n < HEADER {
@@ -295,6 +277,14 @@ pub fn udp_receiver(
         }
         Ok(r)
     })
+}
+
+/// A socket timeout (the loops' chance to look at the clock and the abort flag).
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
 }
 
 fn sleep_until(t: Instant, abort: &AtomicBool) {

@@ -567,24 +567,11 @@ impl Mptcp {
     fn addr_gone(&self, net: &Net, i: usize) -> io::Result<()> {
         let id = (i + 1).to_string();
         net.client.ip(&["mptcp", "endpoint", "delete", "id", &id])?;
-        net.client.ip(&[
-            "addr",
-            "del",
-            &format!("{}/24", client_addr(i)),
-            "dev",
-            &format!("c{i}"),
-        ])?;
-        Ok(())
+        client_address(net, i, "del")
     }
 
     fn addr_back(&self, net: &Net, i: usize) -> io::Result<()> {
-        net.client.ip(&[
-            "addr",
-            "add",
-            &format!("{}/24", client_addr(i)),
-            "dev",
-            &format!("c{i}"),
-        ])?;
+        client_address(net, i, "add")?;
         let table = route_table(i);
         net.client.ip(&[
             "route",
@@ -597,6 +584,19 @@ impl Mptcp {
         ])?;
         self.endpoint_add(net, i)
     }
+}
+
+/// The client's interface of link `i` set `up` or `down`.
+fn client_link(net: &Net, i: usize, state: &str) -> io::Result<()> {
+    net.client
+        .ip(&["link", "set", &format!("c{i}"), state])
+        .map(|_| ())
+}
+
+/// The client's address of link `i` added or deleted (`op`).
+fn client_address(net: &Net, i: usize, op: &str) -> io::Result<()> {
+    let (addr, dev) = (format!("{}/24", client_addr(i)), format!("c{i}"));
+    net.client.ip(&["addr", op, &addr, "dev", &dev]).map(|_| ())
 }
 
 /// A stream socket bound to `local`: MPTCP (IPPROTO_MPTCP) or TCP, with congestion control
@@ -648,20 +648,14 @@ impl Ends {
         match self {
             // The tunnel client learns it from its interface: down, as a network manager
             // takes a lost link down.
-            Ends::Tunnel(_) => net
-                .client
-                .ip(&["link", "set", &format!("c{i}"), "down"])
-                .map(|_| ()),
+            Ends::Tunnel(_) => client_link(net, i, "down"),
             Ends::Mptcp(m) => m.addr_gone(net, i),
         }
     }
 
     fn addr_back(&self, net: &Net, i: usize) -> io::Result<()> {
         match self {
-            Ends::Tunnel(_) => net
-                .client
-                .ip(&["link", "set", &format!("c{i}"), "up"])
-                .map(|_| ()),
+            Ends::Tunnel(_) => client_link(net, i, "up"),
             Ends::Mptcp(m) => m.addr_back(net, i),
         }
     }
@@ -734,7 +728,7 @@ fn keep_run(
     seed: u64,
     dir: &Path,
     ends: &Ends,
-    emu: &Emulator,
+    emu_links: &[(String, crate::emu::LinkCounters)],
 ) -> io::Result<()> {
     let name = if v.name.is_empty() { "run" } else { &v.name };
     let to = keep.join(format!("{name}-seed{seed}"));
@@ -758,8 +752,7 @@ fn keep_run(
             }
         }
     }
-    let links: Vec<Value> = emu
-        .links
+    let links: Vec<Value> = emu_links
         .iter()
         .map(|(name, (down, up))| {
             let dir = |c: &crate::emu::Counters| {
@@ -1021,11 +1014,12 @@ fn run_once(
     abort.store(true, Ordering::Relaxed);
     let received = receiver.join();
     let (sender_conn, receiver_conn) = ends.connections(s.app.direction);
-    if let Some(keep) = &opts.keep {
-        keep_run(keep, v, seed, &dir, &ends, &emu)?;
-    }
     let emu_links = emu.links.clone();
+    // Stopping publishes the emulator's final counts.
     emu.stop()?;
+    if let Some(keep) = &opts.keep {
+        keep_run(keep, v, seed, &dir, &ends, &emu_links)?;
+    }
     result?;
     sent_result
         .map_err(|_| io::Error::other("the sending application panicked"))?

@@ -83,21 +83,7 @@ impl PacketSocket {
     }
 
     fn set(&self, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
-        // SAFETY: the option value points to a live c_int of the length given.
-        let r = unsafe {
-            libc::setsockopt(
-                self.fd.as_raw_fd(),
-                level,
-                name,
-                (&value as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
+        set_int(&self.fd, level, name, value)
     }
 
     /// Reads one frame without waiting: `Ok(None)` when none is queued. A frame longer than
@@ -195,12 +181,22 @@ impl PacketSocket {
 /// Sets a socket's receive buffer past `net.core.rmem_max` (`SO_RCVBUFFORCE`, root).
 pub fn force_receive_buffer(sock: &impl AsRawFd, bytes: usize) -> io::Result<()> {
     let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    set_int(sock, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, value)
+}
+
+/// `setsockopt` of an integer option.
+fn set_int(
+    sock: &impl AsRawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: the option value points to a live c_int of the length given.
     let r = unsafe {
         libc::setsockopt(
             sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
+            level,
+            name,
             (&value as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )

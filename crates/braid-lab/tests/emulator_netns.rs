@@ -92,9 +92,10 @@ fn a_10_mbit_link_carries_10_mbit_of_tcp_goodput() {
     });
     send.join().unwrap();
     let reads = receiver.join().unwrap();
-    let c = &emu.links[0].1.1;
-    let drops = c.kernel_drops.load(std::sync::atomic::Ordering::Relaxed);
+    let c = emu.links[0].1.1.clone();
+    // Stopping publishes the final counts.
     emu.stop().unwrap();
+    let drops = c.kernel_drops.load(std::sync::atomic::Ordering::Relaxed);
     // Goodput from 2 s (slow start over) to 10 s.
     let (from, to) = (Duration::from_secs(2), Duration::from_secs(10));
     let bytes: usize = reads
