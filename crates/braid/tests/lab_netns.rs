@@ -151,29 +151,52 @@ fn processes_with(tag: &str) -> Vec<String> {
     found
 }
 
+/// A `braid lab` child that, if the test fails before it ends, is interrupted (so it cleans
+/// up as a user's Ctrl-C would) and, failing that, killed.
+struct Interrupted(std::process::Child);
+
+impl Drop for Interrupted {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .args(["-INT", &self.0.id().to_string()])
+                .status();
+            let t0 = Instant::now();
+            while matches!(self.0.try_wait(), Ok(None)) && t0.elapsed() < Duration::from_secs(15) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 #[test]
 fn ctrl_c_mid_run_leaves_no_namespace_and_no_process() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !require_root() {
         return;
     }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_braid"))
-        .args([
-            "lab",
-            E3,
-            "--set",
-            "duration=60s",
-            "--set",
-            "schedule.0.count=2",
-            "--reps",
-            "1",
-            "-q",
-        ])
-        .current_dir(root_dir())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start braid lab");
+    let mut lab = Interrupted(
+        Command::new(env!("CARGO_BIN_EXE_braid"))
+            .args([
+                "lab",
+                E3,
+                "--set",
+                "duration=60s",
+                "--set",
+                "schedule.0.count=2",
+                "--reps",
+                "1",
+                "-q",
+            ])
+            .current_dir(root_dir())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start braid lab"),
+    );
+    let child = &mut lab.0;
     let pid = child.id();
     // Namespaces are named prefix + pid + counter, the run's directory braid-lab-<pid>-<seed>.
     let (ns_tag, dir_tag) = (pid.to_string(), format!("braid-lab-{pid}-"));
