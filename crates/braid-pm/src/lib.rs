@@ -4,16 +4,19 @@
 //! samples) and emits [`Command`]s (create/remove subflow, set backup, announce/withdraw
 //! address). It knows nothing of the transport that executes them: the simulator and braid's
 //! daemon apply them to `braid_core::Connection`s, `braid pm` sends them to the Linux kernel's
-//! userspace path manager.
+//! userspace path manager. [`adapter`] is the one binding of a `braid_core::Connection` to a
+//! path manager that the simulator and the tunnel daemon share.
 
 #![deny(unsafe_code)]
 
+pub mod adapter;
 pub mod config;
 pub mod event;
 pub mod hmm;
 pub mod manager;
 pub mod signal;
 
+pub use adapter::{Applied, ConnAdapter};
 pub use config::{Config, HmmConfig, IfaceConfig, Mode};
 pub use event::{AddrId, Command, ConnId, Endpoint, Event, IfaceId, SubflowId};
 pub use manager::{Decision, IfaceStatus, Manager, PathManager, Reason, Stats};
