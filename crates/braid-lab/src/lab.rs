@@ -1090,5 +1090,6 @@ fn run_once(
         sender_paths: Vec::new(),
         link_stats: Vec::new(),
         events: 0,
+        ..RunRecord::default()
     })
 }

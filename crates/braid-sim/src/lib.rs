@@ -2,8 +2,10 @@
 //! connection the daemon ships, in virtual time.
 //!
 //! [`scenario`] loads TOML scenario files into variants; [`world`] runs one variant with one
-//! seed and records what happened; [`metrics`] turns the record into the seed papers' metrics;
-//! [`runner`] runs variants × repetitions in parallel; [`report`] prints tables, JSON and CSV.
+//! seed and fills a [`record::RunRecord`]; [`metrics`] turns the record into the seed papers'
+//! metrics; [`runner`] runs variants × repetitions in parallel; [`report`] prints tables, JSON
+//! and CSV. Dependencies go one way: `scenario` → `metrics` → `record`; `world` → `scenario`,
+//! `record`.
 
 #![deny(unsafe_code)]
 
@@ -14,6 +16,7 @@ pub mod metrics;
 pub mod mobility;
 pub mod plot;
 pub mod radio;
+pub mod record;
 pub mod report;
 pub mod runner;
 pub mod scenario;

@@ -191,6 +191,29 @@ impl Direction {
         Ok(arrival)
     }
 
+    /// A control packet (a routing hello) of `size` bytes offered at `now`: it goes ahead of
+    /// the queue (control traffic has priority) but is lost like any packet when the link is
+    /// down or by the link's loss; returns its arrival time. Not counted in [`DirStats`].
+    pub fn control(
+        &mut self,
+        now: Instant,
+        size: usize,
+        rng: &mut Pcg64Mcg,
+    ) -> Result<Instant, Drop> {
+        if !self.up {
+            return Err(Drop::Down);
+        }
+        if self.spec.loss > 0.0 && rng.random::<f64>() < self.spec.loss {
+            return Err(Drop::Loss);
+        }
+        let wire = (size as u32 + self.spec.overhead) as f64 * 8.0;
+        let serialise = match &self.spec.capacity {
+            Capacity::Rate(bps) => Duration::from_secs_f64(wire / bps),
+            Capacity::Trace(_) => Duration::ZERO,
+        };
+        Ok(now + serialise + self.spec.delay)
+    }
+
     /// Extra delay of the next packet, in [0, jitter) µs.
     fn next_jitter(&mut self, now: Instant, rng: &mut Pcg64Mcg) -> u64 {
         let span = self.spec.jitter.as_micros() as u64;

@@ -7,8 +7,38 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::scenario::MetricsSpec;
-use crate::world::RunRecord;
+use serde::{Deserialize, Serialize};
+
+use crate::record::{RunRecord, Sample};
+use crate::units::Dur;
+
+/// `[metrics]` of a scenario: event windows, sampling, warmup, the table's columns.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSpec {
+    /// Window around each loss event: this long before ...
+    pub before: Dur,
+    /// ... and this long after.
+    pub after: Dur,
+    /// Time-series sampling interval.
+    pub sample: Dur,
+    /// Ignored at the start for throughput and whole-run gaps.
+    pub warmup: Dur,
+    /// Metrics shown in the table (all measured ones if empty).
+    pub show: Vec<String>,
+}
+
+impl Default for MetricsSpec {
+    fn default() -> Self {
+        MetricsSpec {
+            before: Dur(Duration::from_millis(500)),
+            after: Dur(Duration::from_secs(2)),
+            sample: Dur(Duration::from_millis(100)),
+            warmup: Dur(Duration::from_secs(2)),
+            show: Vec::new(),
+        }
+    }
+}
 
 /// Whether a metric has one value per event or per run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,7 +175,26 @@ pub const METRICS: &[MetricDef] = &[
         about: "file transfer time from the application start",
         shown: Shown::Median,
     },
+    MetricDef {
+        key: "redundant_packets",
+        per: Per::Run,
+        about: "data packets the receiver got whose payload it already had (seed 004 Fig. 14/18; counted in topologies)",
+        shown: Shown::Median,
+    },
 ];
+
+/// Metrics of every further application (`[[flow]]`), as `flow.<name>.<metric>`.
+pub const FLOW_METRICS: &[&str] = &[
+    "completion_s",
+    "throughput_mbps",
+    "delivered_mb",
+    "redundant_packets",
+];
+
+/// The key of a further application's metric.
+pub fn flow_key(name: &str, metric: &str) -> String {
+    format!("flow.{name}.{metric}")
+}
 
 /// Per-link throughput keys are `link.<name>.throughput_mbps`.
 pub fn link_key(name: &str) -> String {
@@ -315,11 +364,37 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
             vec![c.saturating_sub(r.app_start).as_secs_f64()],
         );
     }
+    if let Some(main) = r.flows.first()
+        && let Some(n) = main.redundant_packets
+    {
+        out.insert("redundant_packets".into(), vec![n as f64]);
+    }
+    for f in r.flows.iter().skip(1) {
+        let k = |m: &str| flow_key(&f.name, m);
+        if let Some(c) = f.completed {
+            out.insert(
+                k("completion_s"),
+                vec![c.saturating_sub(f.start).as_secs_f64()],
+            );
+        }
+        let until = f.stopped.unwrap_or(end).min(end);
+        let span = until.saturating_sub(f.start).as_secs_f64();
+        if span > 0.0 {
+            out.insert(
+                k("throughput_mbps"),
+                vec![f.delivered as f64 * 8.0 / span / 1e6],
+            );
+        }
+        out.insert(k("delivered_mb"), vec![f.delivered as f64 / 1e6]);
+        if let Some(n) = f.redundant_packets {
+            out.insert(k("redundant_packets"), vec![n as f64]);
+        }
+    }
     out
 }
 
 /// The last sample at or before `t`.
-fn sample_at(r: &RunRecord, t: Duration) -> Option<&crate::world::Sample> {
+fn sample_at(r: &RunRecord, t: Duration) -> Option<&Sample> {
     let i = r.samples.partition_point(|s| s.t <= t);
     r.samples.get(i.saturating_sub(1))
 }
@@ -406,7 +481,7 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::world::{LossEvent, Sample};
+    use crate::record::LossEvent;
 
     fn record() -> RunRecord {
         RunRecord {

@@ -1,4 +1,5 @@
-//! Vehicle mobility: where the vehicle is at time t, and where the access points are.
+//! Mobility: where the vehicle is at time t, and where the access points are; where the nodes of
+//! a topology are (fixed, or moving between random waypoints).
 //!
 //! Routes: a straight road past road-side units, a loop of which a stretch is covered by one
 //! access point (seed 002's 2 km drive), and a Manhattan grid with road-side units at random
@@ -166,6 +167,61 @@ impl Mobility {
         }
     }
 
+    /// A node that stays at `p`.
+    pub fn fixed(p: Point) -> Self {
+        Mobility {
+            step: Duration::from_secs(3600),
+            positions: vec![p, p],
+            aps: Vec::new(),
+        }
+    }
+
+    /// Random waypoint in [0, w] × [0, h]: from a random start, legs to random points at a
+    /// speed drawn from `speed` (m/s), a `pause` at each point.
+    pub fn waypoint(
+        area: (f64, f64),
+        speed: (f64, f64),
+        pause: Duration,
+        duration: Duration,
+        seed: u64,
+    ) -> Self {
+        let step = Duration::from_millis(100);
+        let dt = step.as_secs_f64();
+        let n = (duration.as_secs_f64() / dt).ceil() as usize + 2;
+        let mut rng = Pcg64Mcg::seed_from_u64(seed ^ 0x7761_7970_6f69_6e74);
+        let draw = |rng: &mut Pcg64Mcg| Point {
+            x: rng.random::<f64>() * area.0,
+            y: rng.random::<f64>() * area.1,
+        };
+        let mut at = draw(&mut rng);
+        let mut positions = Vec::with_capacity(n);
+        while positions.len() < n {
+            let to = draw(&mut rng);
+            let v = if speed.1 > speed.0 {
+                rng.random_range(speed.0..speed.1)
+            } else {
+                speed.0
+            };
+            let legs = (at.dist(to) / (v * dt)).ceil().max(1.0) as usize;
+            for k in 0..legs {
+                let w = k as f64 / legs as f64;
+                positions.push(Point {
+                    x: at.x + (to.x - at.x) * w,
+                    y: at.y + (to.y - at.y) * w,
+                });
+            }
+            at = to;
+            let stay = (pause.as_secs_f64() / dt).round() as usize;
+            positions.extend(std::iter::repeat_n(at, stay.max(1)));
+        }
+        positions.truncate(n.max(2));
+        Mobility {
+            step,
+            positions,
+            aps: Vec::new(),
+        }
+    }
+
     /// Position at time `t` (linear between samples).
     pub fn position(&self, t: Duration) -> Point {
         let f = t.as_secs_f64() / self.step.as_secs_f64();
@@ -233,6 +289,35 @@ mod tests {
         assert!(near(t_ap) < 6.0);
         assert!(near(t_ap + 240.0) < 6.0);
         assert!(near(t_ap + 120.0) > 500.0);
+    }
+
+    #[test]
+    fn waypoints_stay_in_the_area_at_the_speed() {
+        let m = Mobility::waypoint(
+            (200.0, 100.0),
+            (1.0, 2.0),
+            Duration::from_secs(1),
+            Duration::from_secs(300),
+            5,
+        );
+        let mut moved = 0.0;
+        for k in 1..3000 {
+            let (a, b) = (
+                m.position(Duration::from_millis(100 * (k - 1))),
+                m.position(Duration::from_millis(100 * k)),
+            );
+            assert!((0.0..=200.0).contains(&b.x) && (0.0..=100.0).contains(&b.y));
+            // At most 2 m/s (plus rounding of the last step of a leg).
+            assert!(a.dist(b) <= 0.2 + 1e-9, "{a:?} {b:?}");
+            moved += a.dist(b);
+        }
+        // Mostly moving: at least 1 m/s for more than half the time.
+        assert!(moved > 150.0, "{moved}");
+        let f = Mobility::fixed(Point { x: 3.0, y: 4.0 });
+        assert_eq!(
+            f.position(Duration::from_secs(1000)),
+            Point { x: 3.0, y: 4.0 }
+        );
     }
 
     #[test]

@@ -29,6 +29,11 @@ pub struct RadioSpec {
     pub cutoff_dbm: f64,
     /// (minimum RSS dBm, rate bit/s), best first.
     pub rates: Vec<(f64, f64)>,
+    /// Whether the signal sets the link's rate (else only its losses and availability).
+    pub adapt_rate: bool,
+    /// Time over which the shadowing decorrelates without movement (fixed nodes in a changing
+    /// environment); `None`: only distance moved decorrelates it.
+    pub coherence: Option<Duration>,
 }
 
 impl Default for RadioSpec {
@@ -52,6 +57,8 @@ impl Default for RadioSpec {
                 (-85.0, 4.5e6),
                 (-88.0, 3e6),
             ],
+            adapt_rate: true,
+            coherence: None,
         }
     }
 }
@@ -94,6 +101,9 @@ impl RadioSpec {
         if self.rates.is_empty() || self.rates.iter().any(|r| r.1 <= 0.0) {
             return Err("rates need at least one positive entry".into());
         }
+        if self.coherence.is_some_and(|c| c.is_zero()) {
+            return Err("coherence must be positive".into());
+        }
         Ok(())
     }
 }
@@ -130,6 +140,17 @@ impl Shadowing {
                 rho * self.value + (1.0 - rho * rho).sqrt() * self.sigma * normal(&mut self.rng);
         }
         self.last_pos = Some((x, y));
+        self.value
+    }
+
+    /// The shadowing after its ends moved `moved_m` metres in all (a link between two nodes,
+    /// whose positions both count).
+    pub fn advance(&mut self, moved_m: f64) -> f64 {
+        if moved_m > 0.0 {
+            let rho = (-moved_m / self.decorrelation).exp();
+            self.value =
+                rho * self.value + (1.0 - rho * rho).sqrt() * self.sigma * normal(&mut self.rng);
+        }
         self.value
     }
 }

@@ -192,3 +192,141 @@ fn shipped_scenarios_load() {
     }
     assert!(n >= 6, "expected the E1–E5 scenarios, found {n}");
 }
+
+const TOPO: &str = r#"
+name = "t"
+duration = "5s"
+[[node]]
+name = "A"
+iface = [{ name = "e0", addr = "10.1.0.1/24" }, { name = "e1", addr = "10.1.1.1/24" }]
+[[node]]
+name = "B"
+[[node]]
+name = "C"
+[[link]]
+name = "ab"
+a = "A.e0"
+b = "B.e0"
+rate = "10Mbit"
+delay = "5ms"
+[[link]]
+name = "bc"
+a = "B.e0"
+b = "C.e0"
+rate = "10Mbit"
+delay = "5ms"
+[app]
+kind = "bulk"
+client = "C"
+server = "A"
+"#;
+
+#[test]
+fn topologies_resolve_nodes_links_and_applications() {
+    let p = load(TOPO, &[]).unwrap();
+    let t = &p.variants[0].topology;
+    assert_eq!(t.nodes.len(), 3);
+    assert_eq!(t.nodes[1].ifaces[0].addr.to_string(), "10.2.0.1");
+    assert_eq!(t.links[1].ends[0].node, 1);
+    assert_eq!((t.apps[0].client, t.apps[0].server), (2, 0));
+    assert!(t.nodes[2].pm.is_some() && t.nodes[0].pm.is_none());
+    assert_eq!(
+        t.routing.as_ref().unwrap().policy,
+        topology::RoutingPolicyKind::Static
+    );
+    // The two-node form is a topology too: client and server, a link per interface.
+    let p = load(BASE, &[]).unwrap();
+    let t = &p.variants[0].topology;
+    assert!(t.routing.is_none());
+    assert_eq!(t.nodes[0].ifaces[1].addr.to_string(), "10.0.1.2");
+    assert_eq!(t.nodes[1].ifaces[0].addr.to_string(), "10.0.0.1");
+}
+
+#[test]
+fn bad_topologies_give_one_line_errors_naming_the_key() {
+    let cases: &[(&[&str], &str, &str)] = &[
+        (
+            &["link.ab.a=\"Z.e0\""],
+            "key `link[0].a`",
+            "no node `Z`; nodes are A, B, C",
+        ),
+        (
+            &["link.0.b=\"B.e7\""],
+            "key `link[0].b`",
+            "node `B` has no interface `e7`",
+        ),
+        (&["app.priority=7"], "key `app.priority`", "7 out of range"),
+        (&["app.priority=0"], "key `app.priority`", "allowed 1"),
+        (&["app.server=\"Q\""], "key `app.server`", "no node `Q`"),
+        (
+            &["app.interfaces=[\"e5\"]"],
+            "key `app.interfaces`",
+            "no interface `e5`",
+        ),
+        (
+            &["routing.policy=\"ospf\""],
+            "key `routing.policy`",
+            "allowed: static, shortest",
+        ),
+        (
+            &["link.0.backup=true"],
+            "key `link[0].backup`",
+            "two-node form",
+        ),
+        (
+            &["node.0.iface.1.addr=\"10.1\""],
+            "key `node[0].iface[1].addr`",
+            "not an IPv4",
+        ),
+    ];
+    for (set, key, msg) in cases {
+        let e = err(TOPO, set);
+        assert!(e.contains(key) && e.contains(msg), "{set:?}: {e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    // Link `bc` removed from routing: C cannot reach A.
+    let e = err(
+        &TOPO.replace("name = \"bc\"\na = \"B.e0\"", "name = \"bc\"\na = \"B.e1\""),
+        &[],
+    );
+    assert!(
+        e.contains("link[1].a") && e.contains("no interface `e1`"),
+        "{e}"
+    );
+    let e = err(
+        &format!("{TOPO}[[node]]\nname = \"D\"\n"),
+        &["app.server=\"D\""],
+    );
+    assert!(
+        e.contains("key `app.server`") && e.contains("no route from `C` to `D`"),
+        "{e}"
+    );
+    // Keys of the other form.
+    let e = err(BASE, &["link.0.a=\"A.e0\""]);
+    assert!(e.contains("link[0].a") && e.contains("[[node]]"), "{e}");
+    let e = err(BASE, &["app.client=\"A\""]);
+    assert!(e.contains("app.client") && e.contains("topology"), "{e}");
+    let e = err(
+        &format!("{TOPO}[[event]]\nat = \"1s\"\nlink = \"ab\"\naction = \"addr-lost\"\n"),
+        &[],
+    );
+    assert!(e.contains("event[0].action"), "{e}");
+}
+
+#[test]
+fn flows_need_distinct_names() {
+    let flow = "[[flow]]\nname = \"f\"\nkind = \"file\"\nbytes = \"1MB\"\nclient = \"C\"\nserver = \"A\"\n";
+    let p = load(
+        &format!("{TOPO}{flow}"),
+        &["metrics.show=[\"flow.f.completion_s\"]"],
+    )
+    .unwrap();
+    assert_eq!(p.variants[0].topology.apps[1].name, "f");
+    let e = err(&format!("{TOPO}{flow}{flow}"), &[]);
+    assert!(e.contains("flow[1].name") && e.contains("duplicate"), "{e}");
+    let e = err(
+        &format!("{TOPO}{flow}"),
+        &["metrics.show=[\"flow.g.completion_s\"]"],
+    );
+    assert!(e.contains("metrics.show"), "{e}");
+}
