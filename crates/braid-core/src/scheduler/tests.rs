@@ -95,36 +95,43 @@ fn names_round_trip() {
 
 use qoe::{Band, IfQuality, MAX_QUALITY, scaled_nds};
 
+/// A usable, non-backup path with room.
+fn ready(id: u32, rtt_ms: u64) -> PathView {
+    view(id, rtt_ms, true, false, true)
+}
+
 fn prio(p: u8) -> Priority {
     Priority::new(p).unwrap()
 }
 
 #[test]
 fn nds_table_for_every_band_and_priority() {
-    // In 64ths of NDS (SPEC M2, seed 004 App. B send_packet), priorities 1..=6.
-    let table = [
-        (Band::Good, [64, 64, 64, 62, 60, 56]),
-        (Band::Moderate, [64, 63, 62, 60, 56, 48]),
-        (Band::Bad, [64, 32, 16, 8, 8, 8]),
+    // SPEC M2, seed 004 App. B send_packet, priorities 1..=6: on NDS = 6400, the table in
+    // 64ths of NDS (× 100); on NDS = 1000, which the seed's shifts do not divide, NDS − NDS≫k
+    // truncating.
+    let tables = [
+        (
+            6400,
+            [
+                (Band::Good, [6400, 6400, 6400, 6200, 6000, 5600]),
+                (Band::Moderate, [6400, 6300, 6200, 6000, 5600, 4800]),
+                (Band::Bad, [6400, 3200, 1600, 800, 800, 800]),
+            ],
+        ),
+        (
+            1000,
+            [
+                (Band::Good, [1000, 1000, 1000, 969, 938, 875]),
+                (Band::Moderate, [1000, 985, 969, 938, 875, 750]),
+                (Band::Bad, [1000, 500, 250, 125, 125, 125]),
+            ],
+        ),
     ];
-    for (band, row) in table {
-        for (p, sixty_fourths) in (1..=6).zip(row) {
-            assert_eq!(
-                scaled_nds(6400, band, prio(p)),
-                100 * sixty_fourths,
-                "{band:?} p{p}"
-            );
-        }
-    }
-    // With the seed's shifts on a value they do not divide: NDS − NDS≫k, truncating.
-    let odd = [
-        (Band::Good, [1000, 1000, 1000, 969, 938, 875]),
-        (Band::Moderate, [1000, 985, 969, 938, 875, 750]),
-        (Band::Bad, [1000, 500, 250, 125, 125, 125]),
-    ];
-    for (band, row) in odd {
-        for (p, want) in (1..=6).zip(row) {
-            assert_eq!(scaled_nds(1000, band, prio(p)), want, "{band:?} p{p}");
+    for (nds, table) in tables {
+        for (band, row) in table {
+            for (p, want) in (1..=6).zip(row) {
+                assert_eq!(scaled_nds(nds, band, prio(p)), want, "{nds} {band:?} p{p}");
+            }
         }
     }
 }
@@ -144,7 +151,7 @@ fn quality_bands() {
 
 #[test]
 fn if_quality_updates() {
-    let mut v = view(0, 10, true, false, true);
+    let mut v = ready(0, 10);
     let mut q = IfQuality::new(&v);
     let mut step = |fr: u64, rto: u64, acks: u64| {
         v.fast_retransmits += fr;
@@ -167,10 +174,7 @@ fn if_quality_updates() {
 #[test]
 fn qoe_tracks_if_quality_per_path_from_the_counters() {
     let mut s = Qoe::new(prio(1));
-    let mut paths = [
-        view(0, 10, true, false, true),
-        view(2, 20, true, false, true),
-    ];
+    let mut paths = [ready(0, 10), ready(2, 20)];
     paths[1].rtos = 7; // events before the scheduler first sees a path do not count
     pick(&mut s, &paths, None);
     assert_eq!(s.if_quality(PathId(2)), Some(10_000));
@@ -188,11 +192,7 @@ fn qoe_tracks_if_quality_per_path_from_the_counters() {
 #[test]
 fn qoe_picks_the_lowest_rtt_then_the_lowest_loss() {
     let mut s = Qoe::new(prio(1));
-    let mut paths = [
-        view(0, 30, true, false, true),
-        view(2, 20, true, false, true),
-        view(4, 20, true, false, true),
-    ];
+    let mut paths = [ready(0, 30), ready(2, 20), ready(4, 20)];
     paths[1].loss_rate = 0.02;
     paths[2].loss_rate = 0.01;
     assert_eq!(pick(&mut s, &paths, None), Some(PathId(4)));
@@ -210,7 +210,7 @@ fn qoe_picks_the_lowest_rtt_then_the_lowest_loss() {
 
 #[test]
 fn qoe_fills_a_degraded_path_only_up_to_the_priority_share() {
-    let mut p = view(0, 10, true, false, true);
+    let mut p = ready(0, 10);
     p.cwnd = 64_000;
     let mut s = Qoe::new(prio(6));
     pick(&mut s, &[p], None);
