@@ -6,6 +6,9 @@
 //! daemon apply them to `braid_core::Connection`s, `braid pm` sends them to the Linux kernel's
 //! userspace path manager. [`adapter`] is the one binding of a `braid_core::Connection` to a
 //! path manager that the simulator and the tunnel daemon share.
+//!
+//! [`route`] is the routing policy of seed 004's ad-hoc nodes, sans-IO in the same way:
+//! neighbour observations and advertisements in, forwarding-table updates out.
 
 #![deny(unsafe_code)]
 
@@ -14,6 +17,7 @@ pub mod config;
 pub mod event;
 pub mod hmm;
 pub mod manager;
+pub mod route;
 pub mod signal;
 
 pub use adapter::{Applied, ConnAdapter};

@@ -102,8 +102,10 @@ pub struct RunRecord {
     pub app_start: Duration,
     /// In-order deliveries at the receiving application: (time µs, bytes).
     pub deliveries: Vec<(u64, u32)>,
-    /// CBR messages: (generation time µs, one-way delay µs).
+    /// CBR messages delivered: (generation time µs, one-way delay µs).
     pub cbr: Vec<(u64, u32)>,
+    /// Generation time (µs) of every CBR message the application generated, delivered or not.
+    pub cbr_generated: Vec<u64>,
     pub samples: Vec<Sample>,
     pub loss_events: Vec<LossEvent>,
     pub recoveries: Vec<Recovery>,
