@@ -151,6 +151,29 @@ impl Direction {
 
     /// Offers a datagram of `size` bytes at `now`; returns its arrival time at the far end.
     pub fn send(&mut self, now: Instant, size: usize, rng: &mut Pcg64Mcg) -> Result<Instant, Drop> {
+        self.offer(now, size, rng, None)
+    }
+
+    /// As [`send`](Self::send) on a medium other directions share (one radio channel): the
+    /// packet is serialised when both this direction and the medium are free, and holds the
+    /// medium (`busy_until_ns`) until it has left.
+    pub fn send_shared(
+        &mut self,
+        now: Instant,
+        size: usize,
+        rng: &mut Pcg64Mcg,
+        busy_until_ns: &mut u64,
+    ) -> Result<Instant, Drop> {
+        self.offer(now, size, rng, Some(busy_until_ns))
+    }
+
+    fn offer(
+        &mut self,
+        now: Instant,
+        size: usize,
+        rng: &mut Pcg64Mcg,
+        medium: Option<&mut u64>,
+    ) -> Result<Instant, Drop> {
         if !self.up {
             self.stats.dropped_down += 1;
             return Err(Drop::Down);
@@ -170,12 +193,18 @@ impl Direction {
             self.stats.dropped_loss += 1;
             return Err(Drop::Loss);
         }
-        let start = self.busy_until_ns.max(now_ns);
+        let mut start = self.busy_until_ns.max(now_ns);
+        if let Some(m) = &medium {
+            start = start.max(**m);
+        }
         let depart = match &self.spec.capacity {
             Capacity::Rate(bps) => start + (f64::from(wire) * 8.0 * 1e9 / bps).ceil() as u64,
             Capacity::Trace(trace) => self.trace_departure(trace.clone(), start, wire),
         };
         self.busy_until_ns = depart;
+        if let Some(m) = medium {
+            *m = depart;
+        }
         self.queue.push_back((depart, wire));
         self.queued_bytes += u64::from(wire);
         self.stats.sent += 1;
@@ -292,6 +321,32 @@ mod tests {
             d.send(Instant::from_millis(1), 1000, &mut rng),
             Ok(Instant::from_millis(14))
         );
+    }
+
+    #[test]
+    fn a_shared_medium_serialises_both_directions() {
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        // Two directions of 8 Mbit/s on one medium: 1000 bytes take 1 ms each, one at a time.
+        let mut a = Direction::new(spec(Capacity::Rate(8e6)));
+        let mut b = Direction::new(spec(Capacity::Rate(8e6)));
+        let mut air = 0u64;
+        let t0 = Instant::ZERO;
+        assert_eq!(
+            a.send_shared(t0, 1000, &mut rng, &mut air),
+            Ok(Instant::from_millis(11))
+        );
+        assert_eq!(
+            b.send_shared(t0, 1000, &mut rng, &mut air),
+            Ok(Instant::from_millis(12))
+        );
+        assert_eq!(
+            a.send_shared(t0, 1000, &mut rng, &mut air),
+            Ok(Instant::from_millis(13))
+        );
+        assert_eq!(air, 3_000_000);
+        // Alone, b would have sent at once.
+        let mut c = Direction::new(spec(Capacity::Rate(8e6)));
+        assert_eq!(c.send(t0, 1000, &mut rng), Ok(Instant::from_millis(11)));
     }
 
     #[test]

@@ -99,7 +99,7 @@ pub const METRICS: &[MetricDef] = &[
     MetricDef {
         key: "throughput_mbps",
         per: Per::Run,
-        about: "in-order bytes delivered to the application per second after warmup",
+        about: "in-order bytes delivered to the application per second after warmup (until the application stops)",
         shown: Shown::Median,
     },
     MetricDef {
@@ -198,6 +198,12 @@ pub const METRICS: &[MetricDef] = &[
         about: "data packets the receiver got whose payload it already had (seed 004 Fig. 14/18; counted in topologies)",
         shown: Shown::Median,
     },
+    MetricDef {
+        key: "redundant_per_mb",
+        per: Per::Run,
+        about: "redundant packets per MB delivered (a long transfer's count, comparable with a file's)",
+        shown: Shown::Median,
+    },
 ];
 
 /// Metrics of every further application (`[[flow]]`), as `flow.<name>.<metric>`.
@@ -206,7 +212,53 @@ pub const FLOW_METRICS: &[&str] = &[
     "throughput_mbps",
     "delivered_mb",
     "redundant_packets",
+    "redundant_per_mb",
 ];
+
+/// A metric's name for people and its unit, for figure axes: `throughput_mbps` is
+/// ("Throughput", "Mbit/s"); per-link and per-flow keys name their link or application.
+pub fn label(key: &str) -> (String, &'static str) {
+    if let Some(rest) = key.strip_prefix("link.") {
+        if let Some(n) = rest.strip_suffix(".throughput_mbps") {
+            return (format!("Throughput over {n}"), "Mbit/s");
+        }
+        if let Some(n) = rest.strip_suffix(".mb") {
+            return (format!("Data received over {n}"), "MB");
+        }
+    }
+    if let Some(rest) = key.strip_prefix("flow.")
+        && let Some((name, m)) = rest.rsplit_once('.')
+    {
+        let (l, u) = label(m);
+        return (format!("{l}, {name}"), u);
+    }
+    let (l, u) = match key {
+        "delay_increase_ms" => ("Delay increase", "ms"),
+        "max_gap_ms" => ("Largest gap between deliveries", "ms"),
+        "outage_ms" => ("Outage at the handover", "ms"),
+        "reinjection_rate_pct" => ("Reinjection rate", "%"),
+        "throughput_mbps" => ("Throughput", "Mbit/s"),
+        "delay_ms" => ("One-way delay, median", "ms"),
+        "delay_p99_ms" => ("One-way delay, 99th percentile", "ms"),
+        "reinjections" => ("Reinjected segments", "segments"),
+        "duplicate_mb" => ("Duplicate data received", "MB"),
+        "ofo_peak_kb" => ("Reorder buffer, peak", "kB"),
+        "ofo_mean_kb" => ("Reorder buffer, mean", "kB"),
+        "delay_p99_event_ms" => ("One-way delay around the loss, 99th percentile", "ms"),
+        "flips" => ("Backup/active changes", "changes"),
+        "acted_before_break_pct" => ("Demoted before the link broke", "%"),
+        "lead_ms" => ("Demoted ahead of the break by", "ms"),
+        "recovery_ms" => ("Time to use the recovered path", "ms"),
+        "event_windows" => ("Loss-event windows measured", "windows"),
+        "windows_undelivered" => ("Windows with a message never delivered", "windows"),
+        "delivered_mb" => ("Data delivered", "MB"),
+        "completion_s" => ("Transfer time", "s"),
+        "redundant_packets" => ("Redundant packets received", "packets"),
+        "redundant_per_mb" => ("Redundant packets per MB delivered", "packets/MB"),
+        other => return (other.to_string(), ""),
+    };
+    (l.to_string(), u)
+}
 
 /// The key of a further application's metric.
 pub fn flow_key(name: &str, metric: &str) -> String {
@@ -230,7 +282,13 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
     let warm = r.app_start.max(m.warmup.0);
     let us = |d: Duration| d.as_micros() as u64;
     let end = r.duration;
-    let span = end.saturating_sub(warm).as_secs_f64().max(1e-9);
+    // Until the application stops, if it does (a 180 s iperf in a longer run).
+    let until = r
+        .flows
+        .first()
+        .and_then(|f| f.stopped)
+        .map_or(end, |s| s.min(end));
+    let span = until.saturating_sub(warm).as_secs_f64().max(1e-9);
 
     // Throughput.
     let delivered: u64 = r
@@ -383,6 +441,12 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
         && let Some(n) = main.redundant_packets
     {
         out.insert("redundant_packets".into(), vec![n as f64]);
+        if main.delivered > 0 {
+            out.insert(
+                "redundant_per_mb".into(),
+                vec![n as f64 / (main.delivered as f64 / 1e6)],
+            );
+        }
     }
     for f in r.flows.iter().skip(1) {
         let k = |m: &str| flow_key(&f.name, m);
@@ -403,6 +467,12 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
         out.insert(k("delivered_mb"), vec![f.delivered as f64 / 1e6]);
         if let Some(n) = f.redundant_packets {
             out.insert(k("redundant_packets"), vec![n as f64]);
+            if f.delivered > 0 {
+                out.insert(
+                    k("redundant_per_mb"),
+                    vec![n as f64 / (f.delivered as f64 / 1e6)],
+                );
+            }
         }
     }
     out
@@ -661,6 +731,19 @@ mod tests {
             "{:?}",
             out["max_gap_ms"]
         );
+    }
+
+    #[test]
+    fn every_metric_has_a_label_and_a_unit() {
+        for m in METRICS {
+            let (l, u) = label(m.key);
+            assert!(l != m.key && !u.is_empty(), "{}", m.key);
+        }
+        assert_eq!(
+            label("flow.file1.completion_s"),
+            ("Transfer time, file1".to_string(), "s")
+        );
+        assert_eq!(label("link.wlan.mb").1, "MB");
     }
 
     #[test]

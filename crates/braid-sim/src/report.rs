@@ -82,10 +82,26 @@ pub fn table(r: &PlanResult) -> String {
     let mut header = vec!["variant".to_string()];
     header.extend(cols.iter().cloned());
     rows.push(header);
+    let paper = |variant: &str, metric: &str| {
+        r.paper
+            .as_ref()
+            .and_then(|p| p.values.get(variant))
+            .and_then(|m| m.get(metric))
+            .copied()
+    };
     for v in &r.variants {
         let mut row = vec![v.name.clone()];
         row.extend(cols.iter().map(|c| cell(c, v.summary.get(c))));
         rows.push(row);
+        // The seed paper's numbers right below ours.
+        if cols.iter().any(|c| paper(&v.name, c).is_some()) {
+            let mut row = vec!["  paper".to_string()];
+            row.extend(
+                cols.iter()
+                    .map(|c| paper(&v.name, c).map_or_else(String::new, fmt_num)),
+            );
+            rows.push(row);
+        }
     }
     let widths: Vec<usize> = (0..rows[0].len())
         .map(|c| {
@@ -126,10 +142,14 @@ pub fn table(r: &PlanResult) -> String {
         r.wall.as_secs_f64()
     );
     if let Some(p) = &r.paper {
+        // The published numbers that have no cell in the table.
         let mut parts = Vec::new();
         for (variant, metrics) in &p.values {
+            let shown = r.variants.iter().any(|v| v.name == *variant);
             for (m, v) in metrics {
-                parts.push(format!("{variant} {m} {}", fmt_num(*v)));
+                if !(shown && cols.contains(m)) {
+                    parts.push(format!("{variant} {m} {}", fmt_num(*v)));
+                }
             }
         }
         let _ = write!(out, "paper ({}):", p.source);
@@ -137,7 +157,8 @@ pub fn table(r: &PlanResult) -> String {
             let _ = write!(out, " {}", parts.join(", "));
         }
         if !p.note.is_empty() {
-            let _ = write!(out, " — {}", p.note);
+            let sep = if parts.is_empty() { " " } else { " — " };
+            let _ = write!(out, "{sep}{}", p.note);
         }
         let _ = writeln!(out);
     }

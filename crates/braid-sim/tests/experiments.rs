@@ -212,3 +212,73 @@ fn smoothing_trades_flips_for_a_later_reaction() {
         "{fast:?} {slow:?}"
     );
 }
+
+/// E13, shortened: 60 s of iperf instead of 180, six runs per variant.
+fn e13(file: &str) -> BTreeMap<String, BTreeMap<String, Summary>> {
+    run_full(
+        file,
+        &[
+            "repetitions=6",
+            "duration=\"150s\"",
+            "app.stop=\"80s\"",
+            "flow.0.start=\"85s\"",
+            "flow.1.start=\"110s\"",
+        ],
+    )
+}
+
+const MULTI: [&str; 4] = ["mfxm", "mpxm", "mmfxfm", "mmpxm"];
+
+#[test]
+fn e13_homogeneous_multi_interface_carries_two_to_three_times_and_hmm_part_path_least_redundant() {
+    let r = e13("e13-manet-homogeneous.toml");
+    let m = |v: &str, k: &str| r[v][k].median;
+    let single = (m("tm", "throughput_mbps") + m("mfm", "throughput_mbps")) / 2.0;
+    for v in MULTI {
+        let ratio = m(v, "throughput_mbps") / single;
+        assert!(
+            (2.0..=3.0).contains(&ratio),
+            "{v}: {ratio:.2}× the single-interface mean; {r:?}"
+        );
+        // The 1.8 MB file: at most half TM's time (the seed: a third to a quarter).
+        let t = m(v, "flow.file1_8MB.completion_s") / m("tm", "flow.file1_8MB.completion_s");
+        assert!(t <= 0.5, "{v}: {t:.2} of TM's transfer time");
+    }
+    let least = r
+        .iter()
+        .min_by(|a, b| {
+            a.1["redundant_per_mb"]
+                .median
+                .total_cmp(&b.1["redundant_per_mb"].median)
+        })
+        .unwrap()
+        .0;
+    assert_eq!(least, "mmpxm", "{r:?}");
+}
+
+#[test]
+fn e13_heterogeneous_multi_interface_still_beats_one_interface() {
+    let r = e13("e13-manet-heterogeneous.toml");
+    let m = |v: &str, k: &str| r[v][k].median;
+    for v in MULTI {
+        let ratio = m(v, "throughput_mbps") / m("tm", "throughput_mbps");
+        assert!(ratio >= 1.3, "{v}: {ratio:.2}× TM; {r:?}");
+    }
+}
+
+#[test]
+fn e14_transfer_time_rises_steeply_below_six_rb() {
+    let r = run(
+        "e14-manet-buffer.toml",
+        &[
+            "repetitions=3",
+            "sweep.\"connection.receive_buffer\"=[\"6144B\", \"18432B\", \"614400B\"]",
+        ],
+    );
+    for v in ["mmfxm", "mmpxm", "pmmfxm", "pmmpxm"] {
+        let t = |rb: &str| r[&format!("{v}-{rb}")]["completion_s"];
+        let (t2, t6, t200) = (t("6144B"), t("18432B"), t("614400B"));
+        assert!(t2 >= 1.4 * t6, "{v}: 2·RB {t2:.1} s, 6·RB {t6:.1} s");
+        assert!(t6 <= 1.35 * t200, "{v}: 6·RB {t6:.1} s, 200·RB {t200:.1} s");
+    }
+}

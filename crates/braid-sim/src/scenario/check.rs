@@ -27,6 +27,7 @@ pub(super) fn check(
     settings: BTreeMap<String, String>,
     base_dir: &Path,
 ) -> Result<Variant, CheckError> {
+    let s = super::topology::expand_links(s)?;
     let k = |key: &str| Some(key.to_string());
     if s.duration.0.is_zero() {
         return Err((k("duration"), "must be positive".into()));
@@ -305,6 +306,20 @@ pub(super) fn check(
     } else {
         super::topology::two_node(&s, &pm)?
     };
+    // An interface's rate caps the links it sends on.
+    for (l, def) in topology.links.iter().enumerate() {
+        for (d, e) in def.ends.iter().enumerate() {
+            let cap = topology.nodes[e.node].ifaces[e.iface].rate;
+            let dir = if d == 0 {
+                &mut links[l].0
+            } else {
+                &mut links[l].1
+            };
+            if let (Some(cap), Capacity::Rate(r)) = (cap, &mut dir.capacity) {
+                *r = r.min(cap);
+            }
+        }
+    }
     Ok(Variant {
         name,
         settings,

@@ -91,7 +91,8 @@ impl Default for ConnectionSpec {
 pub struct LinkSpec {
     pub name: String,
     /// In a topology: the two ends, `node.interface` (e.g. "M1.e0"). `rate`/`trace` is the
-    /// capacity a→b, `up_rate`/`up_trace` b→a. Absent in the two-node form.
+    /// capacity a→b, `up_rate`/`up_trace` b→a. Absent in the two-node form. `node.*` at both
+    /// ends is one link per interface name the two nodes share, named `<name>.<interface>`.
     #[serde(default)]
     pub a: Option<String>,
     #[serde(default)]
@@ -130,6 +131,11 @@ pub struct LinkSpec {
     /// Bytes added per datagram on the wire (UDP/IP).
     #[serde(default = "default_overhead")]
     pub overhead: u32,
+    /// Links naming the same medium share its airtime (one radio channel): one packet on it at
+    /// a time, whichever link and direction. A `node.*` link's medium is one per interface
+    /// (`<medium>.<interface>`).
+    #[serde(default)]
+    pub medium: Option<String>,
     /// Cross-layer threshold T, dBm (links with a radio or a signal replay).
     #[serde(default)]
     pub threshold_dbm: Option<f64>,
@@ -477,6 +483,10 @@ pub struct IfaceSpec {
     /// The client's path from this interface is flagged backup.
     #[serde(default)]
     pub backup: bool,
+    /// The interface's transmission rate: it caps the capacity of every link it sends on
+    /// (seed 004 Table 4).
+    #[serde(default)]
+    pub rate: Option<Rate>,
 }
 
 /// A node that moves: random waypoint in `area` (metres from the origin), legs at a speed
@@ -497,8 +507,12 @@ pub struct NodeMobilitySpec {
 #[serde(deny_unknown_fields, default)]
 pub struct RoutingSpec {
     /// static (shortest paths of the configured topology, computed once) | shortest (link
-    /// state from hellos, recomputed every `period`)
+    /// state from hellos, ETX costs, recomputed every `period`) | manet (seed 004's multipath
+    /// routing, `braid_pm::route`: hop counts, equal-cost next hops given to interfaces by
+    /// App. C, optionally filtered by the HMM)
     pub policy: String,
+    /// manet: withdraw next hops the HMM predicts to disconnect (seed 004's "Markov").
+    pub hmm: bool,
     /// Hello interval on every link (OSPF-MDR's HelloInterval).
     pub hello: Dur,
     /// Route recomputation period (seed 004: 2 s).
@@ -519,6 +533,7 @@ impl Default for RoutingSpec {
     fn default() -> Self {
         RoutingSpec {
             policy: "static".into(),
+            hmm: false,
             hello: Dur(Duration::from_secs(1)),
             period: Dur(Duration::from_secs(2)),
             dead: 4,

@@ -24,6 +24,8 @@ pub struct Topology {
     /// `None` in the two-node form: its forwarding is fixed (the client sends from the address
     /// of a link over that link, the server answers over the link of the client's address).
     pub routing: Option<RoutingDef>,
+    /// Names of the shared media.
+    pub media: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +44,8 @@ pub struct IfaceDef {
     pub addr: Ipv4Addr,
     pub prefix: u8,
     pub backup: bool,
+    /// Transmission rate cap, bit/s.
+    pub rate: Option<f64>,
 }
 
 /// Random-waypoint movement of a node.
@@ -63,6 +67,8 @@ pub struct End {
 pub struct LinkDef {
     pub name: String,
     pub ends: [End; 2],
+    /// The shared medium it is on (an index into [`Topology::media`]).
+    pub medium: Option<usize>,
 }
 
 /// An application and the connection it runs over.
@@ -86,6 +92,8 @@ pub enum RoutingPolicyKind {
     Static,
     /// Link state from hellos, recomputed periodically.
     Shortest,
+    /// Seed 004's routing (`braid_pm::route`), with or without HMM prediction.
+    Manet { predict: bool },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -142,6 +150,7 @@ pub(super) fn two_node(s: &Scenario, pm: &braid_pm::Config) -> Result<Topology, 
         addr: Ipv4Addr::new(10, 0, i as u8, host),
         prefix: 24,
         backup: l.backup && host == 2,
+        rate: None,
     };
     let client = NodeDef {
         name: "client".into(),
@@ -174,6 +183,7 @@ pub(super) fn two_node(s: &Scenario, pm: &braid_pm::Config) -> Result<Topology, 
         .map(|(i, l)| LinkDef {
             name: l.name.clone(),
             ends: [End { node: 1, iface: i }, End { node: 0, iface: i }],
+            medium: None,
         })
         .collect();
     let mut t = Topology {
@@ -181,7 +191,9 @@ pub(super) fn two_node(s: &Scenario, pm: &braid_pm::Config) -> Result<Topology, 
         links,
         apps: Vec::new(),
         routing: None,
+        media: Vec::new(),
     };
+    media(&mut t, s);
     for (key, a) in app_keys(s) {
         for (f, v) in [("client", &a.client), ("server", &a.server)] {
             if v.is_some() {
@@ -210,6 +222,81 @@ pub(super) fn two_node(s: &Scenario, pm: &braid_pm::Config) -> Result<Topology, 
     }
     unique_flow_names(&t)?;
     Ok(t)
+}
+
+/// Numbers the media the links name.
+fn media(t: &mut Topology, s: &Scenario) {
+    for (def, spec) in t.links.iter_mut().zip(&s.links) {
+        def.medium = spec.medium.as_ref().map(|m| {
+            t.media.iter().position(|x| x == m).unwrap_or_else(|| {
+                t.media.push(m.clone());
+                t.media.len() - 1
+            })
+        });
+    }
+}
+
+/// `node` of a `node.*` link end.
+fn star(v: &Option<String>) -> Option<&str> {
+    v.as_deref().and_then(|v| v.strip_suffix(".*"))
+}
+
+/// Links with `node.*` ends become one link per interface name both nodes have.
+pub(super) fn expand_links(mut s: Scenario) -> Result<Scenario, CheckError> {
+    if s.nodes.is_empty() {
+        return Ok(s);
+    }
+    let names = |node: &str| -> Option<Vec<String>> {
+        let n = s.nodes.iter().find(|n| n.name == node)?;
+        Some(if n.iface.is_empty() {
+            vec!["e0".to_string()]
+        } else {
+            n.iface.iter().map(|f| f.name.clone()).collect()
+        })
+    };
+    let mut links = Vec::new();
+    for (i, l) in s.links.iter().enumerate() {
+        match (star(&l.a), star(&l.b)) {
+            (None, None) => links.push(l.clone()),
+            (Some(a), Some(b)) => {
+                let (Some(fa), Some(fb)) = (names(a), names(b)) else {
+                    let (k, n) = if names(a).is_none() {
+                        ("a", a)
+                    } else {
+                        ("b", b)
+                    };
+                    let all: Vec<_> = s.nodes.iter().map(|n| n.name.as_str()).collect();
+                    return Err((
+                        Some(format!("link[{i}].{k}")),
+                        format!("no node `{n}`; nodes are {}", all.join(", ")),
+                    ));
+                };
+                let common: Vec<&String> = fa.iter().filter(|f| fb.contains(f)).collect();
+                if common.is_empty() {
+                    return Err((
+                        Some(format!("link[{i}].b")),
+                        format!("`{a}` and `{b}` have no interface name in common"),
+                    ));
+                }
+                for f in common {
+                    let mut x = l.clone();
+                    x.name = format!("{}.{f}", l.name);
+                    x.medium = l.medium.as_ref().map(|m| format!("{m}.{f}"));
+                    x.a = Some(format!("{a}.{f}"));
+                    x.b = Some(format!("{b}.{f}"));
+                    links.push(x);
+                }
+            }
+            _ => {
+                return Err((
+                    Some(format!("link[{i}].b")),
+                    "`node.*` links every shared interface: give it at both ends".into(),
+                ));
+            }
+        }
+    }
+    s.links = links;
+    Ok(s)
 }
 
 /// A topology from `[[node]]` and `[[link]]` entries with ends.
@@ -242,6 +329,7 @@ pub(super) fn build(s: &Scenario, pm: &braid_pm::Config) -> Result<Topology, Che
         links: Vec::new(),
         apps: Vec::new(),
         routing: None,
+        media: Vec::new(),
     };
     for (i, l) in s.links.iter().enumerate() {
         let key = |f: &str| Some(format!("link[{i}].{f}"));
@@ -292,8 +380,10 @@ pub(super) fn build(s: &Scenario, pm: &braid_pm::Config) -> Result<Topology, Che
         t.links.push(LinkDef {
             name: l.name.clone(),
             ends: [a, b],
+            medium: None,
         });
     }
+    media(&mut t, s);
     t.routing = Some(routing(&t, s.routing.clone().unwrap_or_default())?);
     for (key, a) in app_keys(s) {
         let app = app(&t, &key, a)?;
@@ -335,6 +425,7 @@ fn node(i: usize, n: &NodeSpec, before: &[NodeSpec]) -> Result<NodeDef, CheckErr
             name: "e0".into(),
             addr: None,
             backup: false,
+            rate: None,
         }]
     } else {
         n.iface.clone()
@@ -360,11 +451,17 @@ fn node(i: usize, n: &NodeSpec, before: &[NodeSpec]) -> Result<NodeDef, CheckErr
                 )
             })?,
         };
+        if let Some(r) = f.rate
+            && (r.0.is_nan() || r.0 <= 0.0)
+        {
+            return Err((fkey("rate"), "must be positive".into()));
+        }
         ifaces.push(IfaceDef {
             name: f.name.clone(),
             addr,
             prefix,
             backup: f.backup,
+            rate: f.rate.map(|r| r.0),
         });
     }
     let position = match n.position {
@@ -449,13 +546,17 @@ fn routing(t: &Topology, r: RoutingSpec) -> Result<RoutingDef, CheckError> {
     let policy = match r.policy.as_str() {
         "static" => RoutingPolicyKind::Static,
         "shortest" => RoutingPolicyKind::Shortest,
+        "manet" => RoutingPolicyKind::Manet { predict: r.hmm },
         other => {
             return Err((
                 key("policy"),
-                format!("unknown policy `{other}`; allowed: static, shortest"),
+                format!("unknown policy `{other}`; allowed: static, shortest, manet"),
             ));
         }
     };
+    if r.hmm && !matches!(policy, RoutingPolicyKind::Manet { .. }) {
+        return Err((key("hmm"), "HMM prediction needs policy = \"manet\"".into()));
+    }
     let part = match r.connectivity.as_str() {
         "full" => false,
         "part" => true,

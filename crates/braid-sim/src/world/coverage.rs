@@ -49,12 +49,12 @@ impl World<'_> {
     /// manager removes it after that delay (radio coverage, `address = "lose"`).
     fn link_lost(&mut self, l: usize, addr: bool) {
         let sent = self.eps[self.apps[0].sender].conn.stream_sent();
-        self.link_lost_at(l, addr, self.now, sent);
+        self.link_lost_at(l, addr, self.now, sent, true);
     }
 
     /// As [`World::link_lost`], the loss dated `at` with the sender's stream position `sent`
     /// then (a radio notices a lost link some beacons after the signal went).
-    fn link_lost_at(&mut self, l: usize, addr: bool, at: Instant, sent: u64) {
+    fn link_lost_at(&mut self, l: usize, addr: bool, at: Instant, sent: u64, scripted: bool) {
         if !self.links[l].covered {
             return;
         }
@@ -64,12 +64,16 @@ impl World<'_> {
         for d in &mut self.links[l].dirs {
             d.set_up(now, false);
         }
-        self.rec.loss_events.push(LossEvent {
-            t: at.since_epoch(),
-            link: l,
-            since: self.links[l].since,
-            sent_before: sent,
-        });
+        // In a topology a radio link that fades out is the routing's business, not a loss
+        // event of the measured connection (scripted ones are).
+        if self.legacy() || scripted {
+            self.rec.loss_events.push(LossEvent {
+                t: at.since_epoch(),
+                link: l,
+                since: self.links[l].since,
+                sent_before: sent,
+            });
+        }
         if addr {
             let delay = self.variant.config.remove_addr_delay;
             let epoch = self.links[l].loss_epoch;
@@ -144,9 +148,10 @@ impl World<'_> {
                 .max(r.spec.rates.last().map_or(1e6, |x| x.1));
             let per = if audible { r.spec.per(rss) } else { 1.0 };
             let adapt = r.spec.adapt_rate;
-            for d in &mut self.links[l].dirs {
+            let link = &mut self.links[l];
+            for (d, cap) in link.dirs.iter_mut().zip(link.caps) {
                 if adapt {
-                    d.set_rate(rate);
+                    d.set_rate(rate.min(cap));
                 }
                 d.set_loss(per);
             }
@@ -170,7 +175,7 @@ impl World<'_> {
             let back = !link.covered && link.above_run >= BACK_BEACONS;
             if lose {
                 let (at, sent) = link.below_since.unwrap_or((self.now, 0));
-                self.link_lost_at(l, lose_addr, at, sent);
+                self.link_lost_at(l, lose_addr, at, sent, false);
             } else if back {
                 self.link_back(l, lose_addr);
             }

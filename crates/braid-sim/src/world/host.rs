@@ -4,6 +4,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use braid_core::scheduler::Priority;
 use braid_core::wire::{self, Frame};
 use braid_core::{AddrId, Connection, Instant, Side};
 use braid_pm::{self as pm, Applied, ConnAdapter, PathManager};
@@ -119,8 +120,16 @@ pub(super) fn endpoints(variant: &Variant) -> Vec<Endpoint> {
         for (i, f) in client.ifaces.iter().enumerate() {
             adapter.set_local(AddrId(i as u8), Some(sock(f.addr)));
         }
+        let priority = a.priority.and_then(Priority::new);
+        let conn = |side| {
+            let mut c = Connection::new(variant.config.clone(), side, Instant::ZERO);
+            if priority.is_some() {
+                c.set_priority(priority);
+            }
+            c
+        };
         eps.push(Endpoint {
-            conn: Connection::new(variant.config.clone(), Side::Client, Instant::ZERO),
+            conn: conn(Side::Client),
             node: a.client,
             client: true,
             peer: 2 * k + 1,
@@ -134,7 +143,7 @@ pub(super) fn endpoints(variant: &Variant) -> Vec<Endpoint> {
             adapter: Some(adapter),
         });
         eps.push(Endpoint {
-            conn: Connection::new(variant.config.clone(), Side::Server, Instant::ZERO),
+            conn: conn(Side::Server),
             node: a.server,
             client: false,
             peer: 2 * k,

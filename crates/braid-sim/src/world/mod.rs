@@ -24,6 +24,7 @@
 mod app;
 mod coverage;
 mod host;
+mod manet;
 mod net;
 pub mod routing;
 
@@ -128,6 +129,8 @@ pub struct World<'a> {
     seq: u64,
     nodes: Vec<Node>,
     links: Vec<Link>,
+    /// When each shared medium is free again, ns.
+    media: Vec<u64>,
     /// Connection endpoints: application k's client is 2k, its server 2k + 1.
     eps: Vec<Endpoint>,
     apps: Vec<App>,
@@ -214,6 +217,7 @@ impl<'a> World<'a> {
             seq: 0,
             nodes,
             links,
+            media: vec![0; topo.media.len()],
             eps,
             apps,
             routing: routing::policy(topo),

@@ -77,6 +77,10 @@ pub(super) struct Link {
     pub below_since: Option<(Instant, u64)>,
     /// Hellos heard per direction since the last hello tick.
     pub hellos: [bool; 2],
+    /// The sending interface's rate per direction (a radio's rate stays below it).
+    pub caps: [f64; 2],
+    /// The shared medium it is on.
+    pub medium: Option<usize>,
 }
 
 /// The links of a variant, with generators seeded from `seed`.
@@ -96,7 +100,14 @@ pub(super) fn links(variant: &Variant, seed: u64) -> Vec<Link> {
                 (mix(seed, (1 << 20) | i64), mix(seed, (2 << 20) | i64))
             };
             let ends = variant.topology.links[i].ends;
+            let cap = |e: crate::scenario::topology::End| {
+                variant.topology.nodes[e.node].ifaces[e.iface]
+                    .rate
+                    .unwrap_or(f64::INFINITY)
+            };
             Link {
+                caps: [cap(ends[0]), cap(ends[1])],
+                medium: variant.topology.links[i].medium,
                 reorder: down.reorder || up.reorder,
                 wire: Default::default(),
                 dirs: [Direction::new(down.clone()), Direction::new(up.clone())],
@@ -153,11 +164,26 @@ impl Table {
         self.entries = entries;
     }
 
+    /// The link direction for a packet from `src` to `dst`. Consecutive entries with the same
+    /// prefixes are one multipath group: a flow (its two addresses) keeps one member, chosen
+    /// by a hash as Linux does for multipath routes.
     pub fn lookup(&self, src: u32, dst: u32) -> Option<(usize, usize)> {
-        self.entries
+        let i = self
+            .entries
             .iter()
-            .find(|e| mask(src, e.src.1) == e.src.0 && mask(dst, e.dst.1) == e.dst.0)
-            .map(|e| (usize::from(e.link), usize::from(e.dir)))
+            .position(|e| mask(src, e.src.1) == e.src.0 && mask(dst, e.dst.1) == e.dst.0)?;
+        let first = self.entries[i];
+        let n = self.entries[i..]
+            .iter()
+            .take_while(|e| e.src == first.src && e.dst == first.dst)
+            .count();
+        let e = if n == 1 {
+            first
+        } else {
+            let h = (u64::from(src) << 32 | u64::from(dst)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            self.entries[i + (h >> 32) as usize % n]
+        };
+        Some((usize::from(e.link), usize::from(e.dir)))
     }
 
     pub fn len(&self) -> usize {
@@ -245,7 +271,14 @@ impl World<'_> {
         let Some(l) = self.links.get_mut(link) else {
             return self.recycle(data);
         };
-        let Ok(arrival) = l.dirs[dir].send(self.now, data.len(), &mut l.rngs[dir]) else {
+        let sent = match l.medium {
+            None => l.dirs[dir].send(self.now, data.len(), &mut l.rngs[dir]),
+            Some(m) => {
+                let air = &mut self.media[m];
+                l.dirs[dir].send_shared(self.now, data.len(), &mut l.rngs[dir], air)
+            }
+        };
+        let Ok(arrival) = sent else {
             return self.recycle(data);
         };
         let epoch = l.dirs[dir].epoch;

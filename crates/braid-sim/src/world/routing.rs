@@ -9,8 +9,10 @@
 //! is the flooded one, identical on every node); a policy that wants per-node state keeps one
 //! per node inside.
 //!
-//! To add a routing policy: implement the trait (a wrapper around a `braid_pm` router, say), a
-//! name in `scenario::topology::RoutingPolicyKind` and its arm in [`policy`].
+//! Policies: [`Shortest`] (static or from hellos, ETX costs) and `manet` (seed 004's routing,
+//! `braid_pm::route`, see `world::manet`). To add one: implement the trait (in the simulator,
+//! or a wrapper around a sans-IO router in `braid_pm`), a name in
+//! `scenario::topology::RoutingPolicyKind` with its keys, and its arm in [`policy`].
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -87,6 +89,7 @@ pub fn policy(t: &Topology) -> Option<Box<dyn RoutingPolicy>> {
     let r = t.routing.as_ref()?;
     Some(match r.policy {
         RoutingPolicyKind::Static | RoutingPolicyKind::Shortest => Box::new(Shortest::new(t, r)),
+        RoutingPolicyKind::Manet { predict } => Box::new(super::manet::Manet::new(t, r, predict)),
     })
 }
 

@@ -15,8 +15,10 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use crate::record::RunRecord;
 use crate::runner::{PlanResult, VariantResult};
-use crate::world::RunRecord;
+
+mod summary;
 
 /// At most this many points per series: the SVG stays small enough for a browser.
 const MAX_POINTS: usize = 6_000;
@@ -34,7 +36,14 @@ pub struct Figure {
 pub fn write_report(r: &PlanResult, dir: &Path) -> io::Result<Vec<Figure>> {
     std::fs::create_dir_all(dir)?;
     let mut figs = Vec::new();
-    for (vi, v) in r.variants.iter().enumerate() {
+    let swept = summary::swept(r);
+    // A sweep's variants are its points: their runs are summarised against the setting.
+    let per_variant = if swept.is_some() {
+        &[][..]
+    } else {
+        &r.variants[..]
+    };
+    for (vi, v) in per_variant.iter().enumerate() {
         let Some(run) = v.runs.first() else { continue };
         let Some(rec) = &run.record else { continue };
         let tag = format!("v{vi}-{}", sanitize(&v.name));
@@ -81,19 +90,40 @@ pub fn write_report(r: &PlanResult, dir: &Path) -> io::Result<Vec<Figure>> {
         if values.iter().all(|(_, x)| x.is_empty()) {
             continue;
         }
+        let (what, _) = crate::metrics::label(key);
+        let reps = r.repetitions;
+        if let Some((setting, points)) = &swept {
+            // A sweep: the metric against the swept setting (seed 004 Figs. 20-24).
+            let f = Figure {
+                file: format!("sweep-{}.svg", sanitize(key)),
+                title: format!(
+                    "{what} against {} — median, q1–q3 over {reps} run(s)",
+                    summary::axis_name(setting)
+                ),
+            };
+            summary::sweep(r, setting, points, key, &dir.join(&f.file), &f.title).map_err(err)?;
+            figs.push(f);
+            continue;
+        }
+        let f = Figure {
+            file: format!("bars-{}.svg", sanitize(key)),
+            title: format!("{what} per variant — median, q1–q3 over {reps} run(s)"),
+        };
+        summary::bars(r, key, &dir.join(&f.file), &f.title).map_err(err)?;
+        figs.push(f);
         let f = Figure {
             file: format!("box-{}.svg", sanitize(key)),
-            title: format!("{key} across {} repetition(s) per variant", r.repetitions),
+            title: format!("{what} across {reps} repetition(s) per variant"),
         };
-        boxplot(&values, key, &dir.join(&f.file), &f.title).map_err(err)?;
+        summary::boxplot(&values, key, &dir.join(&f.file), &f.title).map_err(err)?;
         figs.push(f);
     }
-    if let Some(names) = link_names(r) {
+    if let Some(names) = link_names(r).filter(|_| swept.is_none()) {
         let f = Figure {
             file: "bytes-per-interface.svg".into(),
             title: "Bytes received per interface (mean over repetitions)".into(),
         };
-        bytes(r, &names, &dir.join(&f.file), &f.title).map_err(err)?;
+        summary::bytes(r, &names, &dir.join(&f.file), &f.title).map_err(err)?;
         figs.push(f);
     }
     std::fs::write(dir.join("index.html"), index(r, &figs))?;
@@ -507,115 +537,6 @@ fn rss(rec: &RunRecord, path: &Path, title: &str) -> Res {
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .position(SeriesLabelPosition::LowerRight)
-        .draw()?;
-    root.present()?;
-    Ok(())
-}
-
-fn boxplot(values: &[(String, Vec<f64>)], key: &str, path: &Path, title: &str) -> Res {
-    let (lo, hi) = values
-        .iter()
-        .flat_map(|(_, v)| v.iter())
-        .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
-    let pad = ((hi - lo) * 0.05).max(1e-3);
-    let (y0, y1) = (lo - pad, hi + pad);
-    let n = values.len() as u32;
-    let root = area(path)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d((0..n).into_segmented(), y0 as f32..y1 as f32)?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_desc("variant")
-        .y_desc(key)
-        .x_label_formatter(&|v| match v {
-            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => values
-                .get(*i as usize)
-                .map(|(n, _)| n.clone())
-                .unwrap_or_default(),
-            SegmentValue::Last => String::new(),
-        })
-        .draw()?;
-    for (i, (_, v)) in values.iter().enumerate() {
-        if v.is_empty() {
-            continue;
-        }
-        let q = Quartiles::new(v);
-        chart.draw_series(std::iter::once(
-            Boxplot::new_vertical(SegmentValue::CenterOf(i as u32), &q)
-                .width(30)
-                .style(color(i).stroke_width(2)),
-        ))?;
-    }
-    root.present()?;
-    Ok(())
-}
-
-fn bytes(r: &PlanResult, names: &[String], path: &Path, title: &str) -> Res {
-    // Mean MB per link and variant.
-    let mb: Vec<Vec<f64>> = r
-        .variants
-        .iter()
-        .map(|v| {
-            names
-                .iter()
-                .map(|n| {
-                    v.summary
-                        .get(&format!("link.{n}.mb"))
-                        .map(|s| s.mean)
-                        .unwrap_or(0.0)
-                })
-                .collect()
-        })
-        .collect();
-    let y1 = mb.iter().flatten().copied().fold(1.0, f64::max) * 1.1;
-    let nv = r.variants.len();
-    let root = area(path)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(-0.5..nv as f64 - 0.5, range(0.0, y1))?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(nv.max(2))
-        .x_desc("variant")
-        .y_desc("MB received")
-        .x_label_formatter(&|x| {
-            let i = x.round();
-            if (x - i).abs() > 1e-6 || i < 0.0 {
-                return String::new();
-            }
-            r.variants
-                .get(i as usize)
-                .map(|v| v.name.clone())
-                .unwrap_or_default()
-        })
-        .draw()?;
-    // Bars side by side around each variant's position.
-    let w = 0.7 / names.len().max(1) as f64;
-    for (li, name) in names.iter().enumerate() {
-        let c = color(li);
-        let off = (li as f64 - (names.len() as f64 - 1.0) / 2.0) * w;
-        chart
-            .draw_series(mb.iter().enumerate().map(|(vi, v)| {
-                let x = vi as f64 + off;
-                Rectangle::new([(x - w / 2.0, 0.0), (x + w / 2.0, v[li])], c.filled())
-            }))?
-            .label(name.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
         .draw()?;
     root.present()?;
     Ok(())
