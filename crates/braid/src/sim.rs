@@ -166,5 +166,26 @@ fn run_bench(quiet: bool) -> anyhow::Result<ExitCode> {
         best.speedup(),
         median.speedup()
     );
+    if !quiet {
+        eprintln!(
+            "braid sim --bench: seed 004's MANET (E13 heterogeneous, every variant once) and a 64-node grid of relays, on one core"
+        );
+    }
+    let heap: &dyn Fn() -> usize = &crate::heap_bytes;
+    for t in bench::topologies(Some(heap)) {
+        println!(
+            "{}: {} nodes, {} links, {} run(s): simulated {:.0} s in {:.2} s wall: {:.1} x real time, {} events; heap held per node {}",
+            t.name,
+            t.nodes,
+            t.links,
+            t.runs,
+            t.simulated.as_secs_f64(),
+            t.wall.as_secs_f64(),
+            t.speedup(),
+            t.events,
+            t.bytes_per_node
+                .map_or("-".to_string(), |b| format!("{:.0} kB", b / 1e3))
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -120,6 +120,46 @@ fn bad_scenarios_give_one_line_errors() {
     );
     assert!(err.contains("missing.down"), "{err}");
 
+    // Topologies: a link naming a missing node or interface (keys count the file's entries), an
+    // interface or server address a node lacks, a priority outside 1–6. (A disconnected
+    // application: scenario::tests.)
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--set", "link.m5m8.a=\"M9.*\""],
+            "key `link[10].a`: no node `M9`",
+        ),
+        (
+            &[
+                "--set",
+                "link.m5m8.b=\"M8.e9\"",
+                "--set",
+                "link.m5m8.a=\"M5.e0\"",
+            ],
+            "key `link[10].b`: node `M8` has no interface `e9`",
+        ),
+        (
+            &["--set", "app.interfaces=[\"e5\"]"],
+            "key `app.interfaces`",
+        ),
+        (&["--set", "app.server=\"M1.e7\""], "key `app.server`"),
+        (
+            &["--set", "app.priority=9"],
+            "key `app.priority`: 9 out of range",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = braid()
+            .arg("sim")
+            .arg(scenario("e13-manet-homogeneous.toml"))
+            .args(*args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+
     let out = braid().args(["sim", "/nonexistent.toml"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read the scenario"));
@@ -155,18 +195,26 @@ fn bench_reports_speed_as_a_multiple_of_real_time() {
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(s.contains("x real time"), "{s}");
     assert!(s.contains("events/s"), "{s}");
+    // Seed 004's MANET and the grids: speed and heap per node.
+    for t in [
+        "e13-manet-heterogeneous: 8 nodes, 52 links",
+        "grid-8x8: 64 nodes",
+    ] {
+        assert!(s.contains(t), "{s}");
+    }
+    assert!(s.contains("heap held per node"), "{s}");
 }
 
-/// Every figure index.html shows exists and is a well-formed, non-empty SVG drawing.
-#[test]
-fn report_figures_exist_and_are_valid_svg() {
-    let dir = std::env::temp_dir().join(format!("braid-report-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+/// Runs `braid sim FILE ARGS --report DIR`; returns the figures index.html shows, each checked
+/// to be a well-formed, non-empty SVG drawing, with their text.
+fn report(dir: &std::path::Path, file: &str, args: &[&str]) -> Vec<(String, String)> {
+    let _ = std::fs::remove_dir_all(dir);
     let out = braid()
         .arg("sim")
-        .arg(scenario("e7-v2i-aggregation.toml"))
-        .args(["--quiet", "--reps", "2", "--report"])
-        .arg(&dir)
+        .arg(scenario(file))
+        .args(["--quiet", "--report"])
+        .arg(dir)
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -175,13 +223,51 @@ fn report_figures_exist_and_are_valid_svg() {
         String::from_utf8_lossy(&out.stderr)
     );
     let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
-    let figs: Vec<&str> = html
+    let figs: Vec<String> = html
         .split("<img src=\"")
         .skip(1)
-        .map(|s| &s[..s.find('"').unwrap()])
+        .map(|s| s[..s.find('"').unwrap()].to_string())
+        .collect();
+    figs.into_iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(dir.join(&f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+            let doc = roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{f}: {e}"));
+            let root = doc.root_element();
+            assert_eq!(root.tag_name().name(), "svg", "{f}");
+            let shapes = root
+                .descendants()
+                .filter(|n| {
+                    matches!(
+                        n.tag_name().name(),
+                        "circle" | "polyline" | "path" | "rect" | "line" | "polygon"
+                    )
+                })
+                .count();
+            let labels: Vec<String> = root
+                .descendants()
+                .filter(|n| n.tag_name().name() == "text")
+                .filter_map(|n| n.text().map(str::to_string))
+                .collect();
+            assert!(
+                shapes > 10 && labels.len() > 5,
+                "{f}: {shapes} shapes, {} labels",
+                labels.len()
+            );
+            (f, labels.join("\n"))
+        })
+        .collect()
+}
+
+/// Every figure index.html shows exists and is a well-formed, non-empty SVG drawing.
+#[test]
+fn report_figures_exist_and_are_valid_svg() {
+    let dir = std::env::temp_dir().join(format!("braid-report-test-{}", std::process::id()));
+    let figs: Vec<String> = report(&dir, "e7-v2i-aggregation.toml", &["--reps", "2"])
+        .into_iter()
+        .map(|(f, _)| f)
         .collect();
     // Per variant (stock, cross, cross-hmm): sequence numbers, delay, throughput, signal;
-    // then a box plot per shown metric and the bytes per interface.
+    // then bars and a box plot per shown metric and the bytes per interface.
     for v in ["stock", "cross", "cross-hmm"] {
         for kind in ["dsn", "delay", "throughput", "rss"] {
             assert!(
@@ -191,31 +277,79 @@ fn report_figures_exist_and_are_valid_svg() {
             );
         }
     }
-    assert!(figs.contains(&"bytes-per-interface.svg"), "{figs:?}");
+    assert!(
+        figs.contains(&"bytes-per-interface.svg".to_string()),
+        "{figs:?}"
+    );
     assert!(figs.iter().any(|f| f.starts_with("box-")), "{figs:?}");
-    for f in &figs {
-        let text = std::fs::read_to_string(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
-        let doc = roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{f}: {e}"));
-        let root = doc.root_element();
-        assert_eq!(root.tag_name().name(), "svg", "{f}");
-        let shapes = root
-            .descendants()
-            .filter(|n| {
-                matches!(
-                    n.tag_name().name(),
-                    "circle" | "polyline" | "path" | "rect" | "line" | "polygon"
-                )
-            })
-            .count();
-        let labels = root
-            .descendants()
-            .filter(|n| n.tag_name().name() == "text")
-            .count();
-        assert!(
-            shapes > 10 && labels > 5,
-            "{f}: {shapes} shapes, {labels} labels"
-        );
+    assert!(figs.iter().any(|f| f.starts_with("bars-")), "{figs:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// E13 as the seed draws it: per-variant bars with their spread and the paper's values, labelled
+/// with units; E14: transfer time against the receive buffer, one line per variant.
+#[test]
+fn manet_reports_draw_bars_and_the_buffer_sweep() {
+    let dir = std::env::temp_dir().join(format!("braid-report-e13-{}", std::process::id()));
+    let figs = report(
+        &dir,
+        "e13-manet-homogeneous.toml",
+        &[
+            "--reps",
+            "2",
+            "--set",
+            "duration=60s",
+            "--set",
+            "app.stop=40s",
+            "--set",
+            "flow.0.start=42s",
+            "--set",
+            "flow.1.start=50s",
+        ],
+    );
+    let bars = &figs
+        .iter()
+        .find(|(f, _)| f == "bars-throughput_mbps.svg")
+        .unwrap_or_else(|| panic!("{figs:?}"))
+        .1;
+    for label in ["Throughput (Mbit/s)", "paper", "tm", "mmpxm"] {
+        assert!(bars.contains(label), "{label}: {bars}");
     }
+    assert!(
+        figs.iter()
+            .any(|(f, t)| f == "bars-flow.file1_8MB.completion_s.svg"
+                && t.contains("Transfer time, file1_8MB (s)")),
+        "{figs:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    let figs = report(
+        &dir,
+        "e14-manet-buffer.toml",
+        &[
+            "--reps",
+            "1",
+            "--set",
+            "sweep.\"connection.receive_buffer\"=[\"6144B\", \"18432B\", \"614400B\"]",
+        ],
+    );
+    let sweep = &figs
+        .iter()
+        .find(|(f, _)| f == "sweep-completion_s.svg")
+        .unwrap_or_else(|| panic!("{figs:?}"))
+        .1;
+    for label in [
+        "Receive buffer (kB)",
+        "Transfer time (s)",
+        "pmmfxm300",
+        "mmfxm",
+    ] {
+        assert!(sweep.contains(label), "{label}: {sweep}");
+    }
+    // A sweep's points are summarised, not drawn one by one.
+    assert!(
+        !figs.iter().any(|(f, _)| f.ends_with("-dsn.svg")),
+        "{figs:?}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

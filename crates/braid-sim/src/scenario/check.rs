@@ -27,7 +27,17 @@ pub(super) fn check(
     settings: BTreeMap<String, String>,
     base_dir: &Path,
 ) -> Result<Variant, CheckError> {
-    let s = super::topology::expand_links(s)?;
+    let (s, origins) = super::topology::expand_links(s)?;
+    check_expanded(s, name, settings, base_dir)
+        .map_err(|(k, m)| (k.map(|k| super::topology::origin_key(k, &origins)), m))
+}
+
+fn check_expanded(
+    s: Scenario,
+    name: String,
+    settings: BTreeMap<String, String>,
+    base_dir: &Path,
+) -> Result<Variant, CheckError> {
     let k = |key: &str| Some(key.to_string());
     if s.duration.0.is_zero() {
         return Err((k("duration"), "must be positive".into()));

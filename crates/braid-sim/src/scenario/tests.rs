@@ -330,3 +330,40 @@ fn flows_need_distinct_names() {
     );
     assert!(e.contains("metrics.show"), "{e}");
 }
+
+#[test]
+fn star_links_join_every_shared_interface_on_its_own_medium() {
+    let text = TOPO.replace(
+        "name = \"ab\"\na = \"A.e0\"\nb = \"B.e0\"",
+        "name = \"ab\"\na = \"A.*\"\nb = \"B.*\"\nmedium = \"air\"",
+    ) + "[[node]]\nname = \"D\"\niface = [{ name = \"e0\" }, { name = \"e1\", rate = \"2Mbit\" }]\n";
+    let text = text.replace(
+        "[[node]]\nname = \"B\"\n",
+        "[[node]]\nname = \"B\"\niface = [{ name = \"e0\" }, { name = \"e1\" }]\n",
+    );
+    let p = load(&text, &[]).unwrap();
+    let v = &p.variants[0];
+    let t = &v.topology;
+    let names: Vec<&str> = t.links.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["ab.e0", "ab.e1", "bc"]);
+    assert_eq!(t.media, ["air.e0", "air.e1"]);
+    assert_eq!(t.links[1].medium, Some(1));
+    assert_eq!(t.links[2].medium, None);
+    // Errors name the file's entry, not the expanded one.
+    let e = err(&text, &["link.bc.b=\"C.e4\""]);
+    assert!(e.contains("key `link[1].b`"), "{e}");
+    let e = err(&text, &["link.ab.b=\"B.e0\""]);
+    assert!(
+        e.contains("key `link[0].b`") && e.contains("both ends"),
+        "{e}"
+    );
+    // An interface's rate caps its links.
+    let text = text.replace(
+        "name = \"bc\"\na = \"B.e0\"\nb = \"C.e0\"",
+        "name = \"bd\"\na = \"B.e1\"\nb = \"D.e1\"",
+    );
+    let p = load(&text, &["app.client=\"D\""]).unwrap();
+    let (ab, ba) = &p.variants[0].links[2];
+    assert_eq!(ab.capacity, crate::link::Capacity::Rate(10e6));
+    assert_eq!(ba.capacity, crate::link::Capacity::Rate(2e6));
+}

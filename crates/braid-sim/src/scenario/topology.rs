@@ -241,11 +241,14 @@ fn star(v: &Option<String>) -> Option<&str> {
     v.as_deref().and_then(|v| v.strip_suffix(".*"))
 }
 
-/// Links with `node.*` ends become one link per interface name both nodes have.
-pub(super) fn expand_links(mut s: Scenario) -> Result<Scenario, CheckError> {
+/// Links with `node.*` ends become one link per interface name both nodes have. Also returns,
+/// per link, the index of the `[[link]]` entry it came from (for error keys).
+pub(super) fn expand_links(mut s: Scenario) -> Result<(Scenario, Vec<usize>), CheckError> {
+    let mut origins: Vec<usize> = (0..s.links.len()).collect();
     if s.nodes.is_empty() {
-        return Ok(s);
+        return Ok((s, origins));
     }
+    origins.clear();
     let names = |node: &str| -> Option<Vec<String>> {
         let n = s.nodes.iter().find(|n| n.name == node)?;
         Some(if n.iface.is_empty() {
@@ -257,7 +260,10 @@ pub(super) fn expand_links(mut s: Scenario) -> Result<Scenario, CheckError> {
     let mut links = Vec::new();
     for (i, l) in s.links.iter().enumerate() {
         match (star(&l.a), star(&l.b)) {
-            (None, None) => links.push(l.clone()),
+            (None, None) => {
+                links.push(l.clone());
+                origins.push(i);
+            }
             (Some(a), Some(b)) => {
                 let (Some(fa), Some(fb)) = (names(a), names(b)) else {
                     let (k, n) = if names(a).is_none() {
@@ -285,6 +291,7 @@ pub(super) fn expand_links(mut s: Scenario) -> Result<Scenario, CheckError> {
                     x.a = Some(format!("{a}.{f}"));
                     x.b = Some(format!("{b}.{f}"));
                     links.push(x);
+                    origins.push(i);
                 }
             }
             _ => {
@@ -296,7 +303,21 @@ pub(super) fn expand_links(mut s: Scenario) -> Result<Scenario, CheckError> {
         }
     }
     s.links = links;
-    Ok(s)
+    Ok((s, origins))
+}
+
+/// An error key of an expanded link, `link[i]…`, names the `[[link]]` entry it came from.
+pub(super) fn origin_key(key: String, origins: &[usize]) -> String {
+    let Some(rest) = key.strip_prefix("link[") else {
+        return key;
+    };
+    let Some((i, tail)) = rest.split_once(']') else {
+        return key;
+    };
+    match i.parse::<usize>().ok().and_then(|i| origins.get(i)) {
+        Some(o) => format!("link[{o}]{tail}"),
+        None => key,
+    }
 }
 
 /// A topology from `[[node]]` and `[[link]]` entries with ends.

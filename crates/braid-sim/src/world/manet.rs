@@ -17,7 +17,7 @@
 //!   multipath routes do. Full path thus spreads the flows of a lane over every neighbour on
 //!   its interface, part path gives each lane the one App. C assigns.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
@@ -34,6 +34,8 @@ pub struct Manet {
     links: Vec<[End; 2]>,
     routed: Vec<bool>,
     addrs: Vec<Vec<(Ipv4Addr, u8)>>,
+    /// (node, interface, neighbour) → the neighbour's address on the first routed link.
+    vias: BTreeMap<(usize, usize, usize), Ipv4Addr>,
     /// Per link direction: the last hellos (bit 0 the latest) and how many were sent.
     heard: Vec<[(u64, u32); 2]>,
     window: u32,
@@ -64,7 +66,19 @@ impl Manet {
                 Router::new(NodeId(n as u32), cfg).expect("checked when the scenario loaded")
             })
             .collect();
+        let mut vias = BTreeMap::new();
+        for (l, link) in t.links.iter().enumerate() {
+            if !t.routed(l) {
+                continue;
+            }
+            for d in 0..2 {
+                let (a, b) = (link.ends[d], link.ends[1 - d]);
+                let far = t.nodes[b.node].ifaces[b.iface].addr;
+                vias.entry((a.node, a.iface, b.node)).or_insert(far);
+            }
+        }
         let mut m = Manet {
+            vias,
             routers,
             links: t.links.iter().map(|l| l.ends).collect(),
             routed: (0..t.links.len()).map(|l| t.routed(l)).collect(),
@@ -139,18 +153,10 @@ impl Manet {
         }
     }
 
-    /// The link node `node` reaches `neighbour` by from interface `iface`: (far address).
+    /// The address node `node` reaches `neighbour` at from interface `iface` (the first routed
+    /// link between them).
     fn via(&self, node: usize, iface: usize, neighbour: usize) -> Option<Ipv4Addr> {
-        self.links.iter().enumerate().find_map(|(l, ends)| {
-            if !self.routed[l] {
-                return None;
-            }
-            (0..2).find_map(|d| {
-                let (a, b) = (ends[d], ends[1 - d]);
-                (a.node == node && a.iface == iface && b.node == neighbour)
-                    .then(|| self.addrs[b.node][b.iface].0)
-            })
-        })
+        self.vias.get(&(node, iface, neighbour)).copied()
     }
 
     /// Node `n`'s forwarding table from its router's routes.

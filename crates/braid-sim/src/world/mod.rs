@@ -357,7 +357,8 @@ impl<'a> World<'a> {
         }
     }
 
-    fn finish(mut self) -> RunRecord {
+    /// The record of the run (after [`World::run`]).
+    pub fn finish(mut self) -> RunRecord {
         let (snd, rcv) = (self.apps[0].sender, self.apps[0].receiver);
         if std::env::var_os("BRAID_DEBUG_END").is_some() {
             for (n, e) in [("client", 0), ("server", 1)] {
