@@ -126,6 +126,57 @@ fn bad_scenarios_give_one_line_errors() {
 }
 
 #[test]
+fn sweep_runs_one_variant_per_grid_point() {
+    let out = braid()
+        .arg("sim")
+        .arg(scenario("e3-rtt-below-rtomin.toml"))
+        .args(["--json", "--quiet", "--reps", "2"])
+        .args(["--set", "duration=20s", "--set", "schedule.0.count=1"])
+        .args(["--sweep", "connection.reinjection=stock,rej1,rej2"])
+        .args(["--sweep", "link.wlan.delay=10ms,20ms"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let variants = j["variants"].as_array().unwrap();
+    assert_eq!(variants.len(), 6);
+    assert_eq!(variants[3]["name"], "reinjection=rej1-delay=20ms");
+    assert_eq!(variants[3]["settings"]["link.wlan.delay"], "20ms");
+    assert_eq!(variants[3]["settings"]["connection.reinjection"], "rej1");
+    let runs: usize = variants
+        .iter()
+        .map(|v| v["runs"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(runs, 12);
+    // A swept key that --set also fixes, and a malformed sweep: one line each.
+    for args in [
+        &[
+            "--sweep",
+            "link.0.rate=1Mbit,2Mbit",
+            "--set",
+            "link.0.rate=3Mbit",
+        ][..],
+        &["--sweep", "link.0.rate"][..],
+        &["--sweep", "link.nope.rate=1Mbit,2Mbit"][..],
+    ] {
+        let out = braid()
+            .arg("sim")
+            .arg(scenario("e3-rtt-below-rtomin.toml"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
 fn out_writes_csv_time_series() {
     let dir = std::env::temp_dir().join(format!("braid-sim-out-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
