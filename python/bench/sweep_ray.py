@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -95,6 +96,7 @@ def main() -> int:
             overhead = (tw - tiny_local) / n * cpus
             print(f"Ray overhead per task (tiny runs): {overhead * 1e3:.2f} ms of a worker's time", flush=True)
         ray.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
         assert r.json == local.json, "Ray's rows differ from the local runner's"
     ratio = results[cores][0] / local_wall
     print(f"\nRay / local runner, {runs} runs on {cores} cores: {ratio:.3f} (limit {LIMIT})")
