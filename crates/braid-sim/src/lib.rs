@@ -3,7 +3,9 @@
 //!
 //! [`scenario`] loads TOML scenario files into variants; [`world`] runs one variant with one
 //! seed and records what happened; [`metrics`] turns the record into the seed papers' metrics;
-//! [`runner`] runs variants × repetitions in parallel; [`report`] prints tables, JSON and CSV.
+//! [`runner`] runs variants × repetitions in parallel; [`report`] prints tables, JSON and CSV;
+//! [`series`] gives a run's time series as columns (CSV and the Python package); [`sweep`]
+//! turns `--sweep key=a,b,c` into the scenario's `[sweep]` table.
 
 #![deny(unsafe_code)]
 
@@ -17,6 +19,8 @@ pub mod radio;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod series;
+pub mod sweep;
 pub mod trace;
 pub mod units;
 pub mod world;

@@ -16,7 +16,6 @@
 //! shows windows the metric did not apply to.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 
 use serde_json::{Value, json};
@@ -213,52 +212,9 @@ pub fn write_runs(r: &PlanResult, dir: &Path) -> std::io::Result<()> {
                 .join(sanitize(&v.name))
                 .join(format!("seed{}", run.seed));
             std::fs::create_dir_all(&d)?;
-            let mut f = std::io::BufWriter::new(std::fs::File::create(d.join("timeseries.csv"))?);
-            write!(f, "t_s,throughput_mbps")?;
-            for n in &rec.link_names {
-                write!(f, ",{n}_rx_mbps,{n}_cwnd_kb,{n}_srtt_ms")?;
-            }
-            writeln!(f, ",ofo_kb,reinjected,data_packets")?;
-            for w in rec.samples.windows(2) {
-                let (a, b) = (&w[0], &w[1]);
-                let dt = (b.t - a.t).as_secs_f64().max(1e-9);
-                write!(
-                    f,
-                    "{:.3},{:.3}",
-                    b.t.as_secs_f64(),
-                    (b.delivered - a.delivered) as f64 * 8.0 / dt / 1e6
-                )?;
-                for i in 0..rec.link_names.len() {
-                    write!(
-                        f,
-                        ",{:.3},{:.1},{:.2}",
-                        (b.link_rx[i] - a.link_rx[i]) as f64 * 8.0 / dt / 1e6,
-                        b.link_cwnd[i] as f64 / 1e3,
-                        b.link_srtt_us[i] as f64 / 1e3
-                    )?;
-                }
-                writeln!(
-                    f,
-                    ",{:.1},{},{}",
-                    b.ofo_bytes as f64 / 1e3,
-                    b.reinjected,
-                    b.data_packets
-                )?;
-            }
-            f.flush()?;
-            let mut f = std::io::BufWriter::new(std::fs::File::create(d.join("deliveries.csv"))?);
-            writeln!(f, "t_s,bytes")?;
-            for (t, b) in &rec.deliveries {
-                writeln!(f, "{:.6},{b}", *t as f64 / 1e6)?;
-            }
-            f.flush()?;
-            if !rec.cbr.is_empty() {
-                let mut f = std::io::BufWriter::new(std::fs::File::create(d.join("cbr.csv"))?);
-                writeln!(f, "sent_s,delay_ms")?;
-                for (g, dl) in &rec.cbr {
-                    writeln!(f, "{:.6},{:.3}", *g as f64 / 1e6, f64::from(*dl) / 1e3)?;
-                }
-                f.flush()?;
+            for table in crate::series::tables(rec) {
+                let file = std::fs::File::create(d.join(format!("{}.csv", table.name)))?;
+                table.write_csv(std::io::BufWriter::new(file))?;
             }
             std::fs::write(
                 d.join("metrics.json"),

@@ -123,30 +123,11 @@ pub fn run(plan: &Plan, opts: &Options, progress: &(dyn Fn(Progress<'_>) + Sync)
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&(v, r)) = jobs.get(i) else { break };
-                    let variant = &plan.variants[v];
-                    let seed = variant.scenario.seed.wrapping_add(r);
-                    let t0 = std::time::Instant::now();
-                    let traced = r == 0
-                        && matches!(opts.records, Records::FirstTraced | Records::AllFirstTraced);
-                    let record =
-                        world::run_with(variant, seed, world::RunOptions { trace_dsn: traced });
-                    let keep = match opts.records {
-                        Records::None => false,
-                        Records::FirstTraced => r == 0,
-                        Records::All | Records::AllFirstTraced => true,
-                    };
-                    let wall = t0.elapsed();
-                    let m = metrics::compute(&record, &variant.scenario.metrics);
-                    let events = record.events;
-                    let result = RunResult {
-                        seed,
-                        metrics: m,
-                        record: keep.then_some(record),
-                        events,
-                        wall,
-                    };
+                    let result = run_one(plan, v, r, opts.records);
+                    let (seed, wall) = (result.seed, result.wall);
                     results.lock().expect("no worker panicked")[i] = Some(result);
                     let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    let variant = &plan.variants[v];
                     progress(Progress {
                         done: d,
                         total: jobs.len(),
@@ -174,6 +155,32 @@ pub fn run(plan: &Plan, opts: &Options, progress: &(dyn Fn(Progress<'_>) + Sync)
         })
         .collect();
     PlanResult::of(plan, variants, started.elapsed())
+}
+
+/// Runs repetition `rep` of variant `variant` (index into `plan.variants`): one task, the unit
+/// [`run`] spreads over threads and the Python package over processes or machines. Its seed is
+/// the variant's seed + `rep`, so the result depends only on (plan, variant, rep).
+pub fn run_one(plan: &Plan, variant: usize, rep: u64, records: Records) -> RunResult {
+    let variant = &plan.variants[variant];
+    let seed = variant.scenario.seed.wrapping_add(rep);
+    let t0 = std::time::Instant::now();
+    let traced = rep == 0 && matches!(records, Records::FirstTraced | Records::AllFirstTraced);
+    let record = world::run_with(variant, seed, world::RunOptions { trace_dsn: traced });
+    let keep = match records {
+        Records::None => false,
+        Records::FirstTraced => rep == 0,
+        Records::All | Records::AllFirstTraced => true,
+    };
+    let wall = t0.elapsed();
+    let metrics = metrics::compute(&record, &variant.scenario.metrics);
+    let events = record.events;
+    RunResult {
+        seed,
+        metrics,
+        record: keep.then_some(record),
+        events,
+        wall,
+    }
 }
 
 impl VariantResult {

@@ -16,6 +16,10 @@ pub struct SimArgs {
     /// Override a scenario value, e.g. --set connection.reinjection=rej1 --set link.0.rate=50Mbit.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+    /// Sweep a scenario key over values: one variant per value (per combination when given
+    /// several times, and with the file's own [sweep]), e.g. --sweep link.0.delay=10ms,20ms.
+    #[arg(long = "sweep", value_name = "KEY=A,B,C")]
+    sweep: Vec<String>,
     /// Print the results as JSON (stable keys) instead of a table.
     #[arg(long, env = "BRAID_SIM_JSON")]
     json: bool,
@@ -49,7 +53,8 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
     let Some(file) = a.file else {
         bail!("a scenario file is required");
     };
-    let mut set = a.set.clone();
+    let mut set = braid_sim::sweep::overrides(&a.sweep, &a.set).map_err(anyhow::Error::msg)?;
+    set.extend(a.set.iter().cloned());
     if let Some(r) = a.reps {
         set.push(format!("repetitions={r}"));
     }

@@ -13,13 +13,13 @@ fn scenario(name: &str) -> PathBuf {
         .join(name)
 }
 
-#[test]
-fn json_has_stable_keys_and_variant_names() {
+/// `braid sim` on E3 with `args`, `--json --quiet`: the document, after checking success.
+fn e3_json(args: &[&str]) -> serde_json::Value {
     let out = braid()
         .arg("sim")
         .arg(scenario("e3-rtt-below-rtomin.toml"))
-        .args(["--json", "--quiet", "--reps", "1"])
-        .args(["--set", "duration=30s", "--set", "schedule.0.count=2"])
+        .args(["--json", "--quiet"])
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -27,7 +27,19 @@ fn json_has_stable_keys_and_variant_names() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn json_has_stable_keys_and_variant_names() {
+    let j = e3_json(&[
+        "--reps",
+        "1",
+        "--set",
+        "duration=30s",
+        "--set",
+        "schedule.0.count=2",
+    ]);
     for key in [
         "scenario",
         "file",
@@ -123,6 +135,54 @@ fn bad_scenarios_give_one_line_errors() {
     let out = braid().args(["sim", "/nonexistent.toml"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read the scenario"));
+}
+
+#[test]
+fn sweep_runs_one_variant_per_grid_point() {
+    let j = e3_json(&[
+        "--reps",
+        "2",
+        "--set",
+        "duration=20s",
+        "--set",
+        "schedule.0.count=1",
+        "--sweep",
+        "connection.reinjection=stock,rej1,rej2",
+        "--sweep",
+        "link.wlan.delay=10ms,20ms",
+    ]);
+    let variants = j["variants"].as_array().unwrap();
+    assert_eq!(variants.len(), 6);
+    assert_eq!(variants[3]["name"], "reinjection=rej1-delay=20ms");
+    assert_eq!(variants[3]["settings"]["link.wlan.delay"], "20ms");
+    assert_eq!(variants[3]["settings"]["connection.reinjection"], "rej1");
+    let runs: usize = variants
+        .iter()
+        .map(|v| v["runs"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(runs, 12);
+    // A swept key that --set also fixes, and a malformed sweep: one line each.
+    for args in [
+        &[
+            "--sweep",
+            "link.0.rate=1Mbit,2Mbit",
+            "--set",
+            "link.0.rate=3Mbit",
+        ][..],
+        &["--sweep", "link.0.rate"][..],
+        &["--sweep", "link.nope.rate=1Mbit,2Mbit"][..],
+    ] {
+        let out = braid()
+            .arg("sim")
+            .arg(scenario("e3-rtt-below-rtomin.toml"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(out.stdout.is_empty());
+    }
 }
 
 #[test]

@@ -1,0 +1,130 @@
+//! A run's time series as columns: what `--out` writes as CSV and the Python package hands
+//! over as DataFrames, computed in one place so both give the same numbers.
+//!
+//! Tables (per run):
+//! - `timeseries`: one row per sampling interval (`metrics.sample`), ending at `t_s`:
+//!   `throughput_mbps` (in-order bytes delivered), per link `<link>_rx_mbps`, `<link>_cwnd_kb`,
+//!   `<link>_srtt_ms` (the sender's subflow on that link), `ofo_kb` (receiver's reorder buffer),
+//!   `reinjected` and `data_packets` (the sender's cumulative counters);
+//! - `deliveries`: every in-order delivery to the application: `t_s`, `bytes`;
+//! - `cbr`: every CBR message: `sent_s` (generated), `delay_ms` (one-way, application to
+//!   application); absent for other applications.
+
+use std::io::{self, Write};
+
+use crate::world::RunRecord;
+
+/// One column: its values and the decimals the CSV prints (0: an integer count).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    pub name: String,
+    pub decimals: usize,
+    pub values: Vec<f64>,
+}
+
+/// Named columns of equal length.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub name: &'static str,
+    pub columns: Vec<Column>,
+}
+
+impl Table {
+    fn new(name: &'static str, columns: &[(String, usize)], rows: usize) -> Table {
+        Table {
+            name,
+            columns: columns
+                .iter()
+                .map(|(n, d)| Column {
+                    name: n.clone(),
+                    decimals: *d,
+                    values: Vec::with_capacity(rows),
+                })
+                .collect(),
+        }
+    }
+
+    fn push(&mut self, row: impl IntoIterator<Item = f64>) {
+        for (c, v) in self.columns.iter_mut().zip(row) {
+            c.values.push(v);
+        }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.columns.first().map_or(0, |c| c.values.len())
+    }
+
+    /// CSV with a header line, each column at its precision.
+    pub fn write_csv(&self, mut w: impl Write) -> io::Result<()> {
+        let names: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
+        writeln!(w, "{}", names.join(","))?;
+        for i in 0..self.rows() {
+            for (j, c) in self.columns.iter().enumerate() {
+                if j > 0 {
+                    w.write_all(b",")?;
+                }
+                write!(w, "{:.*}", c.decimals, c.values[i])?;
+            }
+            writeln!(w)?;
+        }
+        w.flush()
+    }
+}
+
+/// Every table a record has (`cbr` only for a CBR application).
+pub fn tables(rec: &RunRecord) -> Vec<Table> {
+    let mut t = vec![timeseries(rec), deliveries(rec)];
+    if !rec.cbr.is_empty() {
+        t.push(cbr(rec));
+    }
+    t
+}
+
+pub fn timeseries(rec: &RunRecord) -> Table {
+    let mut cols = vec![("t_s".to_string(), 3), ("throughput_mbps".to_string(), 3)];
+    for n in &rec.link_names {
+        cols.push((format!("{n}_rx_mbps"), 3));
+        cols.push((format!("{n}_cwnd_kb"), 1));
+        cols.push((format!("{n}_srtt_ms"), 2));
+    }
+    cols.push(("ofo_kb".into(), 1));
+    cols.push(("reinjected".into(), 0));
+    cols.push(("data_packets".into(), 0));
+    let mut t = Table::new("timeseries", &cols, rec.samples.len());
+    for w in rec.samples.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        let dt = (b.t - a.t).as_secs_f64().max(1e-9);
+        let mut row = vec![
+            b.t.as_secs_f64(),
+            (b.delivered - a.delivered) as f64 * 8.0 / dt / 1e6,
+        ];
+        for i in 0..rec.link_names.len() {
+            row.push((b.link_rx[i] - a.link_rx[i]) as f64 * 8.0 / dt / 1e6);
+            row.push(b.link_cwnd[i] as f64 / 1e3);
+            row.push(b.link_srtt_us[i] as f64 / 1e3);
+        }
+        row.push(b.ofo_bytes as f64 / 1e3);
+        row.push(b.reinjected as f64);
+        row.push(b.data_packets as f64);
+        t.push(row);
+    }
+    t
+}
+
+pub fn deliveries(rec: &RunRecord) -> Table {
+    let cols = [("t_s".to_string(), 6), ("bytes".to_string(), 0)];
+    let mut t = Table::new("deliveries", &cols, rec.deliveries.len());
+    for (at, bytes) in &rec.deliveries {
+        t.push([*at as f64 / 1e6, f64::from(*bytes)]);
+    }
+    t
+}
+
+pub fn cbr(rec: &RunRecord) -> Table {
+    let cols = [("sent_s".to_string(), 6), ("delay_ms".to_string(), 3)];
+    let mut t = Table::new("cbr", &cols, rec.cbr.len());
+    for (sent, delay) in &rec.cbr {
+        t.push([*sent as f64 / 1e6, f64::from(*delay) / 1e3]);
+    }
+    t
+}
