@@ -19,6 +19,7 @@
 //!    it is back;
 //! 6. everything is gone afterwards (namespaces, babeld, braid processes).
 
+mod adhoc;
 mod netns;
 
 use std::collections::BTreeSet;
@@ -26,117 +27,14 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use adhoc::*;
 use braid_lab::manet::{self, Manet, Process, Spec};
 use netns::require_root;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
-
-const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 /// The fade before a cut: (duration, loss) steps.
 const RAMP: [(u64, f64); 3] = [(4, 0.30), (4, 0.60), (6, 0.85)];
 /// How long a link stays cut.
 const CUT: Duration = Duration::from_secs(2);
-
-fn rid(n: u32) -> String {
-    manet::router_id(n)
-}
-
-fn control(m: &Manet, n: u32) -> PathBuf {
-    m.dir.join(format!("route-{n}.sock"))
-}
-
-/// `braid route` on every node with `policy`.
-fn start_routes(m: &Manet, policy: &str) -> Vec<Process> {
-    (1..=m.spec.nodes)
-        .map(|n| {
-            let cfg = m.dir.join(format!("route-{n}.toml"));
-            let ifaces: Vec<String> = (0..m.ifaces()).map(|x| format!("\"e{x}\"")).collect();
-            std::fs::write(
-                &cfg,
-                format!(
-                    "babeld = \"{}\"\npolicy = \"{policy}\"\nifaces = [{}]\nreach_bits = 6\ncontrol = \"{}\"\n",
-                    m.babeld_socket(n).display(),
-                    ifaces.join(", "),
-                    control(m, n).display()
-                ),
-            )
-            .unwrap();
-            m
-                .spawn(
-                    n,
-                    &format!("route-{n}"),
-                    &[BRAID, "route", "--config", cfg.to_str().unwrap()],
-                )
-                .unwrap()
-        })
-        .collect()
-}
-
-fn try_status(m: &Manet, n: u32) -> Option<Value> {
-    let out = Command::new(BRAID)
-        .args(["route", "status", "--json", "--control"])
-        .arg(control(m, n))
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    serde_json::from_slice(&out.stdout)
-        .ok()
-        .filter(|v: &Value| !v.is_null())
-}
-
-fn status(m: &Manet, n: u32, routes: &[Process]) -> Value {
-    try_status(m, n).unwrap_or_else(|| {
-        panic!(
-            "braid route status on node {n} failed; its log: {}",
-            routes[n as usize - 1].log_tail()
-        )
-    })
-}
-
-fn wait<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> (T, Duration) {
-    let t0 = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return (v, t0.elapsed());
-        }
-        assert!(t0.elapsed() < within, "{what}: not within {within:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// The next hops (neighbour@iface) of `lane`'s route to `dest` in a status.
-fn hops(st: &Value, dest: u32, lane: &str) -> Vec<String> {
-    st["routes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| r["dest"] == rid(dest) && r["lane"] == lane)
-        .map(|r| {
-            r["next_hops"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|h| {
-                    let n = h["neighbour"].as_str().unwrap_or("?");
-                    format!(
-                        "m{}@{}",
-                        u32::from_str_radix(&n[n.len() - 2..], 16).unwrap_or(0),
-                        h["iface"].as_str().unwrap_or("?")
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Every lane of node `n` routes to every other node.
-fn full_table(m: &Manet, st: &Value, n: u32) -> bool {
-    (1..=m.spec.nodes)
-        .filter(|&d| d != n)
-        .all(|d| (0..m.ifaces()).all(|x| !hops(st, d, &format!("e{x}")).is_empty()))
-}
 
 /// Node `me`'s view of `peer` as a next hop: of its links to `peer` (one per interface), how
 /// many the HMM has withdrawn (predicted *disconnect*, not kept) and how many there are
@@ -178,20 +76,6 @@ fn withdrawn(m: &Manet, st: &Value, peer: u32) -> (usize, usize, bool, Vec<f64>)
     (by_hmm, m.ifaces(), !routed, leads)
 }
 
-/// Both ends keep each other (every link kept).
-fn kept(m: &Manet, routes: &[Process], a: u32, b: u32) -> bool {
-    [(a, b), (b, a)].iter().all(|&(me, peer)| {
-        let st = status(m, me, routes);
-        let links: Vec<&Value> = st["links"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|l| l["neighbour"] == rid(peer))
-            .collect();
-        links.len() == m.ifaces() && links.iter().all(|l| l["kept"] == true)
-    })
-}
-
 /// One end's view of the other just before the cut: (me, peer, links withdrawn by the HMM,
 /// links, no route through the peer, how long before the cut each link was withdrawn).
 type View = (u32, u32, usize, usize, bool, Vec<f64>);
@@ -223,27 +107,12 @@ fn fade_and_cut(m: &Manet, routes: &[Process], pairs: &[(u32, u32)]) -> Vec<View
     seen
 }
 
-fn need(tool: &str) {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "`{tool}` is missing: run scripts/deps (Debian packages babeld, iperf3, mptcpize, netcat-openbsd, iptables)"
-    );
-}
-
-fn nstat(ns: &braid_mptcp::netns::NetNs, counter: &str) -> u64 {
-    netns::nstat(ns, counter)
-}
-
 #[test]
 fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
     if !require_root() {
         return;
     }
-    for t in [
+    need(&[
         "babeld",
         "iperf3",
         "mptcpize",
@@ -251,9 +120,7 @@ fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
         "iptables",
         "ip6tables",
         "tc",
-    ] {
-        need(t);
-    }
+    ]);
     manet::cleanup_on_interrupt().unwrap();
     let t_start = Instant::now();
     let mut m = Manet::build(Spec::e13("brt", Spec::HOMOGENEOUS)).unwrap();
@@ -265,17 +132,7 @@ fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
 
     // 1. Convergence.
     let (_, took) = wait("routes converge", Duration::from_secs(60), || {
-        let all = (1..=8).all(|n| try_status(&m, n).is_some_and(|st| full_table(&m, &st, n)));
-        let st = try_status(&m, 1)?;
-        let app_c = hops(&st, 8, "e1") == ["m2@e1"]
-            && hops(&st, 8, "e2") == ["m3@e2"]
-            && hops(&st, 8, "e3") == ["m4@e3"]
-            && {
-                let mut e0 = hops(&st, 8, "e0");
-                e0.sort();
-                e0 == ["m2@e0", "m3@e0", "m4@e0"]
-            };
-        (all && app_c).then_some(())
+        converged(&m, true).then_some(())
     });
     eprintln!("routes converged in {:.1} s", took.as_secs_f64());
     // The kernel has them: M1's table of lane e2 sends M8's e2 address to M3's e2 neighbour.
@@ -305,21 +162,7 @@ fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
     );
 
     // 2. Kernel MPTCP M1 → M8, braid pm pairing subflows within subnets; M1–M3 fades.
-    for x in 1..4 {
-        netns::sh(
-            m.ns(1),
-            &format!("ip mptcp endpoint add 10.{x}.0.1 dev e{x} signal"),
-        );
-    }
-    netns::sh(
-        m.ns(1),
-        "ip mptcp limits set subflows 8 add_addr_accepted 8",
-    );
-    netns::sh(m.ns(8), "sysctl -qw net.mptcp.path_manager=userspace");
-    let pm = netns::Daemon::braid_pm(
-        m.ns(8),
-        "mode = \"fullmesh\"\nsame_subnet = true\n[[iface]]\nname = \"e0\"\n[[iface]]\nname = \"e1\"\n[[iface]]\nname = \"e2\"\n[[iface]]\nname = \"e3\"\n",
-    );
+    let pm = mptcp(&m, true);
     pids.push(pm.child.id());
     let server = m
         .spawn(1, "iperf3-s", &["mptcpize", "run", "iperf3", "-s", "-1"])
@@ -524,59 +367,13 @@ fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
             .all(|&(a, b)| kept(&m, &routes, a, b))
             .then_some(())
     });
-    let file = m.dir.join("file.bin");
-    let mut data = vec![0u8; 3_600_000];
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    for b in data.chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b.copy_from_slice(&x.to_le_bytes()[..b.len()]);
-    }
-    std::fs::write(&file, &data).unwrap();
-    let out = m.dir.join("received.bin");
-    let dups0 = nstat(m.ns(8), "MPTcpExtDuplicateData") + nstat(m.ns(8), "TcpExtTCPDSACKOldSent");
-    let nc_server = m
-        .spawn(
-            1,
-            "nc-s",
-            &[
-                "sh",
-                "-c",
-                &format!(
-                    "exec mptcpize run nc -l -N 10.0.0.1 5001 < {}",
-                    file.display()
-                ),
-            ],
-        )
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let t0 = Instant::now();
-    let got = Command::new("ip")
-        .args(["netns", "exec", &m.ns(8).name, "sh", "-c"])
-        .arg(format!(
-            "mptcpize run nc 10.0.0.1 5001 < /dev/null > {}",
-            out.display()
-        ))
-        .status()
-        .unwrap();
-    let took = t0.elapsed();
-    drop(nc_server);
-    let dups =
-        nstat(m.ns(8), "MPTcpExtDuplicateData") + nstat(m.ns(8), "TcpExtTCPDSACKOldSent") - dups0;
-    let rx = std::fs::read(&out).unwrap_or_default();
+    let (file, data) = adhoc::file(&m.dir, 3_600_000);
+    let t = nc(&m, &file, &data, false, 5001);
     eprintln!(
-        "3.6 MB M1 → M8: {:.2} s, {} bytes, {dups} duplicate segments at M8",
-        took.as_secs_f64(),
-        rx.len()
+        "3.6 MB M1 → M8 (nc via mptcpize): {:.2} s, {} duplicate segments at M8",
+        t.seconds, t.duplicates
     );
-    assert!(got.success(), "nc client failed");
-    assert_eq!(rx.len(), data.len());
-    assert_eq!(
-        Sha256::digest(&rx),
-        Sha256::digest(&data),
-        "the file is not intact"
-    );
+    assert!(t.intact, "the file is not intact");
 
     // 5. babeld restarts on M6: routes kept while it is away, resynchronised after.
     let before = status(&m, 6, &routes);
