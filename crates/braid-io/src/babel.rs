@@ -503,19 +503,21 @@ impl std::str::FromStr for Endpoint {
 /// A client of babeld's local interface that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    // The I/O error is part of the message (not a `source`): printed with its causes, the
+    // line would say it twice.
     #[error(
-        "cannot reach babeld's local interface at {endpoint} ({source}): is babeld running with `local-path` or `local-port` set to it?"
+        "cannot reach babeld's local interface at {endpoint} ({reason}): is babeld running with `local-path` or `local-port` set to it?"
     )]
     Connect {
         endpoint: Endpoint,
-        source: std::io::Error,
+        reason: std::io::Error,
     },
     #[error("babeld at {endpoint}: {msg}")]
     Protocol { endpoint: Endpoint, msg: String },
-    #[error("babeld at {endpoint}: {source}")]
+    #[error("babeld at {endpoint}: {reason}")]
     Io {
         endpoint: Endpoint,
-        source: std::io::Error,
+        reason: std::io::Error,
     },
 }
 
@@ -552,9 +554,9 @@ const HEADER_WAIT: Duration = Duration::from_secs(5);
 impl Client {
     /// Connects and reads the header (`BABEL 1.0` … `ok`); refuses another protocol version.
     pub async fn connect(endpoint: &Endpoint) -> Result<(Client, Header), ClientError> {
-        let connect_err = |source| ClientError::Connect {
+        let connect_err = |reason| ClientError::Connect {
             endpoint: endpoint.clone(),
-            source,
+            reason,
         };
         let stream: Box<dyn Stream> = match endpoint {
             Endpoint::Tcp(a) => Box::new(
@@ -620,9 +622,9 @@ impl Client {
         let s = self.stream.get_mut();
         s.write_all(format!("{command}\n").as_bytes())
             .await
-            .map_err(|source| ClientError::Io {
+            .map_err(|reason| ClientError::Io {
                 endpoint: self.endpoint.clone(),
-                source,
+                reason,
             })
     }
 
@@ -635,9 +637,9 @@ impl Client {
                 .stream
                 .fill_buf()
                 .await
-                .map_err(|source| ClientError::Io {
+                .map_err(|reason| ClientError::Io {
                     endpoint: self.endpoint.clone(),
-                    source,
+                    reason,
                 })?;
             if avail.is_empty() {
                 // Closed; a last line without newline still counts.

@@ -312,6 +312,46 @@ fn main() {
             );
         }
     }
+    // The seed's shape: multi-interface variants 2–3× single-path TCP; the HMM part-path
+    // variant receives the fewest duplicates.
+    for &(rates_name, _) in &o.rates {
+        let per = |k: &dyn Fn(&Value) -> Vec<f64>, name: &str| -> f64 {
+            mean(
+                &all.iter()
+                    .filter(|r| r["rates"] == rates_name && r["variant"] == name)
+                    .flat_map(k)
+                    .collect::<Vec<f64>>(),
+            )
+        };
+        let goodput = |r: &Value| r["iperf3_mbit_s"].as_f64().into_iter().collect::<Vec<_>>();
+        // Per download, as seed 004 counted them (tcpdump during the nc downloads).
+        let dups = |r: &Value| -> Vec<f64> {
+            r["transfers"]
+                .as_object()
+                .into_iter()
+                .flat_map(|m| m.values())
+                .flat_map(|a| a.as_array().cloned().unwrap_or_default())
+                .filter_map(|x| x["duplicates"].as_f64())
+                .collect()
+        };
+        let tm = per(&goodput, "tm");
+        let ratios: Vec<String> = o
+            .variants
+            .iter()
+            .filter(|v| v.name != "tm")
+            .map(|v| format!("{} {:.2}×", v.name, per(&goodput, v.name) / tm))
+            .collect();
+        let fewest = o
+            .variants
+            .iter()
+            .filter(|v| v.name != "tm")
+            .min_by(|a, b| per(&dups, a.name).total_cmp(&per(&dups, b.name)))
+            .map_or("-", |v| v.name);
+        println!(
+            "{rates_name}: goodput / tm: {}; fewest duplicates per download among the MPTCP variants: {fewest}",
+            ratios.join(", ")
+        );
+    }
     if let Some(p) = &o.json {
         std::fs::write(p, serde_json::to_string_pretty(&all).unwrap()).unwrap();
         eprintln!("every run: {}", p.display());
