@@ -1,9 +1,11 @@
-//! I/O shared by `braid pm` and `braid tunnel`: the signal-strength input, the control socket
-//! and logging.
+//! I/O shared by the daemons (`braid pm`, `braid tunnel`, `braid route`): the signal-strength
+//! input, babeld's local interface, the control socket, the Prometheus endpoint and logging.
 
 #![deny(unsafe_code)]
 
+pub mod babel;
 pub mod control;
+pub mod metrics;
 pub mod signal;
 
 /// Log output format.

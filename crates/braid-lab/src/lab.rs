@@ -280,13 +280,13 @@ pub fn run(
 }
 
 /// A child process killed and reaped on drop, its log kept for errors.
-struct Daemon {
-    child: Child,
-    log: PathBuf,
+pub(crate) struct Daemon {
+    pub(crate) child: Child,
+    pub(crate) log: PathBuf,
 }
 
 impl Daemon {
-    fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         text.lines()
             .rev()
@@ -307,7 +307,7 @@ impl Drop for Daemon {
 }
 
 /// Removes a directory on drop.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(pub(crate) PathBuf);
 
 impl Drop for TempDir {
     fn drop(&mut self) {

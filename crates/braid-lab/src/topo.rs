@@ -83,7 +83,7 @@ fn sysctl(ns: &NetNs, kv: &str) -> io::Result<()> {
     ns.exec(&["sysctl", "-qw", kv]).map(|_| ())
 }
 
-fn run(cmd: &str, args: &[&str]) -> io::Result<()> {
+pub(crate) fn run(cmd: &str, args: &[&str]) -> io::Result<()> {
     let out = Command::new(cmd).args(args).output()?;
     if out.status.success() {
         Ok(())

@@ -6,6 +6,7 @@
 //!  braid pm ──PmClient──► mptcp_pm commands (ANNOUNCE, SUBFLOW_CREATE, SET_FLAGS…)
 //!           ◄─PmEvents─── mptcp_pm_events group (CREATED, SUB_ESTABLISHED…)
 //!           ◄─NetMonitor─ rtnetlink (links up/down, addresses new/gone)
+//! braid route ─RouteClient─► rtnetlink routes and policy rules (per-interface tables)
 //! ```
 //!
 //! Every socket is opened in the network namespace of the calling thread and
@@ -26,6 +27,7 @@ pub mod genl;
 pub mod netns;
 mod nl;
 pub mod nl80211;
+pub mod route;
 pub mod rtmon;
 
 use std::io;

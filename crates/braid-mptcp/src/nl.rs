@@ -223,11 +223,24 @@ impl NlSocket {
     where
         T: NetlinkSerializable,
     {
+        self.request_with_flags(payload, 0, dump).await
+    }
+
+    /// [`request`](Self::request) with more header flags (`NLM_F_CREATE`, `NLM_F_REPLACE`…).
+    pub(crate) async fn request_with_flags<T>(
+        &mut self,
+        payload: T,
+        flags: u16,
+        dump: bool,
+    ) -> Result<Vec<Vec<u8>>, RequestError>
+    where
+        T: NetlinkSerializable,
+    {
         self.seq = self.seq.wrapping_add(1).max(1);
         let seq = self.seq;
         let mut header = NetlinkHeader::default();
         // Dumps end with NLMSG_DONE; asking an ACK too would add a trailing message.
-        header.flags = NLM_F_REQUEST | if dump { NLM_F_DUMP } else { NLM_F_ACK };
+        header.flags = flags | NLM_F_REQUEST | if dump { NLM_F_DUMP } else { NLM_F_ACK };
         header.sequence_number = seq;
         let mut msg = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(payload));
         msg.finalize();

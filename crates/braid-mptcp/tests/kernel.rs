@@ -10,6 +10,8 @@ mod endpoints;
 mod events;
 #[path = "kernel/netns.rs"]
 mod netns;
+#[path = "kernel/route.rs"]
+mod route;
 #[path = "kernel/rtmon.rs"]
 mod rtmon;
 #[path = "kernel/userspace_pm.rs"]

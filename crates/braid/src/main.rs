@@ -2,7 +2,9 @@
 
 mod lab;
 mod pm;
+mod route;
 mod sim;
+mod toml_file;
 mod tunnel;
 
 use std::alloc::System;
@@ -39,6 +41,8 @@ enum Command {
     Lab(lab::LabArgs),
     /// Cross-layer path manager for Linux kernel MPTCP (the userspace path manager).
     Pm(pm::PmArgs),
+    /// Multipath routing for ad-hoc nodes: babeld's next hops per interface, HMM-filtered.
+    Route(route::RouteArgs),
     /// Bond links for unmodified hosts: IP packets over one encrypted multipath connection.
     Tunnel(tunnel::TunnelArgs),
     /// Generate a key pair for `braid tunnel` (base64, like WireGuard's).
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         Command::Sim(a) => sim::run(a),
         Command::Lab(a) => lab::run(a),
         Command::Pm(a) => pm::run(a),
+        Command::Route(a) => route::run(a),
         Command::Tunnel(a) => tunnel::run(a),
         Command::Keygen => tunnel::keygen(),
         Command::Status(a) => tunnel::status(a),

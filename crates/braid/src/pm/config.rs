@@ -140,16 +140,7 @@ pub fn load(path: &Path) -> Result<PmSettings, String> {
 
 /// Parses a configuration; relative file names are taken from `base`.
 pub fn parse(text: &str, base: &Path) -> Result<PmSettings, String> {
-    let table: toml::Table = toml::from_str(text).map_err(|e| one_line(&e.to_string()))?;
-    let f: File = serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
-        let path = e.path().to_string();
-        let msg = one_line(&e.into_inner().to_string());
-        if path.is_empty() || path == "." {
-            msg
-        } else {
-            format!("key `{path}`: {msg}")
-        }
-    })?;
+    let f: File = crate::toml_file::parse(text)?;
     let mode = braid_pm::Mode::from_name(&f.mode).ok_or_else(|| {
         format!(
             "key `mode`: unknown mode `{}`; allowed: {}",
@@ -253,10 +244,6 @@ pub fn parse(text: &str, base: &Path) -> Result<PmSettings, String> {
         signals,
         nl80211,
     })
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
