@@ -22,6 +22,8 @@ pub struct PathStats {
     pub reinject_timer_count: u64,
     pub fast_retransmits: u64,
     pub lost_packets: u64,
+    /// ACK frames that acknowledged new packets (the others count as `duplicate_acks`).
+    pub acks: u64,
     pub duplicate_acks: u64,
     /// Packets of this path whose data was queued for reinjection on other paths.
     pub reinjected_from: u64,

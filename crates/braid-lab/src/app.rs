@@ -64,6 +64,16 @@ pub fn cbr_rate(app: &AppSpec) -> f64 {
     }
 }
 
+/// Generation times (µs of the run's clock) of a CBR application's messages before `stop_us`:
+/// what the senders follow, and what the run records as generated.
+pub fn cbr_schedule(app: &AppSpec, stop_us: u64) -> impl Iterator<Item = u64> + use<> {
+    let start_us = app.start.0.as_micros() as u64;
+    let every = 1e6 / cbr_rate(app);
+    (0u64..)
+        .map(move |seq| start_us + (seq as f64 * every) as u64)
+        .take_while(move |&g| g < stop_us)
+}
+
 /// Writes the application's data from `start` to `stop` (µs of `clock`), then shuts the
 /// stream down; gives up when `abort` is set.
 pub fn sender(
@@ -103,14 +113,10 @@ pub fn sender(
         };
         match app.kind {
             AppKind::Cbr => {
-                let every = 1e6 / cbr_rate(&app);
                 let size = app.size.0 as usize;
                 let mut msg = vec![0u8; size.max(HEADER)];
-                for seq in 0u64.. {
-                    let gen_us = start_us + (seq as f64 * every) as u64;
-                    if gen_us >= stop_us {
-                        break;
-                    }
+                for (seq, gen_us) in cbr_schedule(&app, stop_us).enumerate() {
+                    let seq = seq as u64;
                     sleep_until(clock.at(gen_us), &abort);
                     msg[..8].copy_from_slice(&seq.to_be_bytes());
                     msg[8..16].copy_from_slice(&gen_us.to_be_bytes());
@@ -215,12 +221,10 @@ pub fn udp_sender(
     state: Arc<SenderState>,
 ) -> JoinHandle<std::io::Result<()>> {
     std::thread::spawn(move || {
-        let start_us = app.start.0.as_micros() as u64;
-        let every = 1e6 / cbr_rate(&app);
         let mut msg = vec![0u8; (app.size.0 as usize).max(HEADER)];
-        for seq in 0u64.. {
-            let gen_us = start_us + (seq as f64 * every) as u64;
-            if gen_us >= stop_us || abort.load(Ordering::Relaxed) {
+        for (seq, gen_us) in cbr_schedule(&app, stop_us).enumerate() {
+            let seq = seq as u64;
+            if abort.load(Ordering::Relaxed) {
                 break;
             }
             sleep_until(clock.at(gen_us), &abort);

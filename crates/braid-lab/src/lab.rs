@@ -1075,6 +1075,11 @@ fn run_once(
         app_start: s.app.start.0,
         deliveries: got.deliveries,
         cbr: got.cbr,
+        cbr_generated: if s.app.kind == AppKind::Cbr {
+            app::cbr_schedule(&s.app, stop_us).collect()
+        } else {
+            Vec::new()
+        },
         samples,
         loss_events: rec_losses,
         recoveries: Vec::new(),

@@ -3,6 +3,8 @@
 //! the most likely hidden state sequence of a window of observations, and its last state is the
 //! prediction.
 
+use braid_core::scheduler::qoe::Band;
+
 /// Hidden state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
@@ -105,12 +107,12 @@ pub fn observe_rss(
 }
 
 /// Observation from seed 004's `if_quality` (0..=10000): good 8001–10000, moderate 5001–8000,
-/// bad 0–5000 (Table 2).
+/// bad 0–5000 (Table 2, the QoE scheduler's bands).
 pub fn observe_quality(if_quality: u32) -> Obs {
-    match if_quality {
-        8001.. => Obs::Good,
-        5001..=8000 => Obs::Moderate,
-        _ => Obs::Bad,
+    match Band::of(if_quality) {
+        Band::Good => Obs::Good,
+        Band::Moderate => Obs::Moderate,
+        Band::Bad => Obs::Bad,
     }
 }
 

@@ -5,6 +5,9 @@
 //! address). It knows nothing of the transport that executes them: the simulator and braid's
 //! daemon apply them to `braid_core::Connection`s, `braid pm` sends them to the Linux kernel's
 //! userspace path manager.
+//!
+//! [`route`] is the routing policy of seed 004's ad-hoc nodes, sans-IO in the same way:
+//! neighbour observations and advertisements in, forwarding-table updates out.
 
 #![deny(unsafe_code)]
 
@@ -12,6 +15,7 @@ pub mod config;
 pub mod event;
 pub mod hmm;
 pub mod manager;
+pub mod route;
 pub mod signal;
 
 pub use config::{Config, HmmConfig, IfaceConfig, Mode};

@@ -1,8 +1,13 @@
 //! Metrics of a run (SPEC "Metrics"), computed from its [`RunRecord`].
 //!
 //! Event metrics give one value per connection-loss event of the scenario (a link blocked or an
-//! address lost), measured in the window [t − before, t + after]; across repetitions their
-//! values are pooled. Run metrics give one value per run.
+//! address lost), measured in the window [t − before, t + after] (starting no earlier than the
+//! application); across repetitions their values are pooled. Run metrics give one value per run.
+//!
+//! No window is dropped for being bad: a CBR message generated in a window and never delivered
+//! counts with the delay it had when the run ended (a lower bound), so a window in which nothing
+//! was delivered counts at least its whole length. `event_windows` says how many windows a run
+//! measured, so an event metric with fewer values (its `n`) shows the windows it did not apply to.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -40,7 +45,7 @@ pub const METRICS: &[MetricDef] = &[
     MetricDef {
         key: "delay_increase_ms",
         per: Per::Event,
-        about: "max − min application one-way delay of CBR messages generated in the event window (seed 002)",
+        about: "max − min application one-way delay of CBR messages generated in the event window; a message never delivered counts with its delay at the end of the run (seed 002)",
         shown: Shown::Median,
     },
     MetricDef {
@@ -106,7 +111,7 @@ pub const METRICS: &[MetricDef] = &[
     MetricDef {
         key: "delay_p99_event_ms",
         per: Per::Event,
-        about: "99th percentile one-way delay of CBR messages generated in the event window (seed 000 Fig. 9)",
+        about: "99th percentile one-way delay of CBR messages generated in the event window; a message never delivered counts with its delay at the end of the run, so a window without delivery counts at least its length (seed 000 Fig. 9)",
         shown: Shown::Median,
     },
     MetricDef {
@@ -137,6 +142,18 @@ pub const METRICS: &[MetricDef] = &[
         key: "delivered_mb",
         per: Per::Run,
         about: "in-order bytes delivered to the application over the whole run (seed 000 Fig. 11)",
+        shown: Shown::Median,
+    },
+    MetricDef {
+        key: "event_windows",
+        per: Per::Run,
+        about: "loss events measured (their window lies after the warmup and within the run): an event metric has at most this many values per run",
+        shown: Shown::Median,
+    },
+    MetricDef {
+        key: "windows_undelivered",
+        per: Per::Run,
+        about: "of the event windows, those with CBR messages generated in them and never delivered (counted in the delay metrics at the delay they had when the run ended)",
         shown: Shown::Median,
     },
     MetricDef {
@@ -225,19 +242,25 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
             vec![reinjection_rate(r, warm, end)],
         );
     }
+    out.insert("event_windows".into(), vec![events.len() as f64]);
+    let cbr = CbrDelays::new(r);
+    let mut undelivered_windows = 0;
     for e in &events {
-        let from = e.t.saturating_sub(m.before.0);
+        // A window opens no earlier than the application: before it, there is nothing to
+        // deliver and no gap to measure.
+        let from = e.t.saturating_sub(m.before.0).max(r.app_start);
         let to = e.t + m.after.0;
-        if !r.cbr.is_empty() {
-            let (lo, hi) = r
-                .cbr
-                .iter()
-                .filter(|(g, _)| *g >= us(from) && *g <= us(to))
-                .fold((u32::MAX, 0u32), |(lo, hi), &(_, d)| (lo.min(d), hi.max(d)));
-            if hi >= lo {
+        if let Some(c) = &cbr {
+            let (mut d, undelivered) = c.window(us(from), us(to), us(end));
+            undelivered_windows += usize::from(undelivered > 0);
+            if !d.is_empty() {
+                d.sort_by(f64::total_cmp);
                 out.entry("delay_increase_ms".into())
                     .or_default()
-                    .push(f64::from(hi - lo) / 1e3);
+                    .push(d[d.len() - 1] - d[0]);
+                out.entry("delay_p99_event_ms".into())
+                    .or_default()
+                    .push(quantile(&d, 0.99));
             }
         }
         out.entry("max_gap_ms".into())
@@ -250,20 +273,6 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
         out.entry("reinjection_rate_pct".into())
             .or_default()
             .push(reinjection_rate(r, e.since.max(warm), to));
-        if !r.cbr.is_empty() {
-            let mut d: Vec<f64> = r
-                .cbr
-                .iter()
-                .filter(|(g, _)| *g >= us(from) && *g <= us(to))
-                .map(|&(_, d)| f64::from(d) / 1e3)
-                .collect();
-            if !d.is_empty() {
-                d.sort_by(f64::total_cmp);
-                out.entry("delay_p99_event_ms".into())
-                    .or_default()
-                    .push(quantile(&d, 0.99));
-            }
-        }
         if !r.decisions.is_empty() || !r.rss.is_empty() {
             let flips = r
                 .decisions
@@ -285,6 +294,12 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
         }
     }
 
+    if cbr.is_some() {
+        out.insert(
+            "windows_undelivered".into(),
+            vec![undelivered_windows as f64],
+        );
+    }
     out.insert(
         "reinjections".into(),
         vec![r.sender.reinjected_packets as f64],
@@ -316,6 +331,61 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
         );
     }
     out
+}
+
+/// One-way delays of a run's CBR messages by generation time, those never delivered included.
+struct CbrDelays<'a> {
+    /// (generation µs, delay µs) of the delivered messages, by generation time.
+    delivered: std::borrow::Cow<'a, [(u64, u32)]>,
+    /// Generation times of every message, delivered or not (empty when the record has none:
+    /// then only delivered messages count).
+    generated: &'a [u64],
+}
+
+impl<'a> CbrDelays<'a> {
+    fn new(r: &'a RunRecord) -> Option<Self> {
+        if r.cbr.is_empty() && r.cbr_generated.is_empty() {
+            return None;
+        }
+        let delivered = if r.cbr.is_sorted_by_key(|&(g, _)| g) {
+            std::borrow::Cow::Borrowed(&r.cbr[..])
+        } else {
+            let mut v = r.cbr.clone();
+            v.sort_by_key(|&(g, _)| g);
+            std::borrow::Cow::Owned(v)
+        };
+        Some(CbrDelays {
+            delivered,
+            generated: &r.cbr_generated,
+        })
+    }
+
+    /// Delays (ms) of the messages generated in [from, to]: measured for those delivered,
+    /// `end − generation` for those never delivered; and how many were never delivered.
+    fn window(&self, from: u64, to: u64, end: u64) -> (Vec<f64>, usize) {
+        let lo = self.delivered.partition_point(|&(g, _)| g < from);
+        let hi = self.delivered.partition_point(|&(g, _)| g <= to);
+        let mut d: Vec<f64> = self.delivered[lo..hi]
+            .iter()
+            .map(|&(_, d)| f64::from(d) / 1e3)
+            .collect();
+        // Both lists by generation time: a merge matches each generated message with its
+        // delivery (one for one where several share a microsecond).
+        let (mut missing, mut j) = (0, lo);
+        let glo = self.generated.partition_point(|&g| g < from);
+        for &g in self.generated[glo..].iter().take_while(|&&g| g <= to) {
+            while j < hi && self.delivered[j].0 < g {
+                j += 1;
+            }
+            if j < hi && self.delivered[j].0 == g {
+                j += 1;
+            } else {
+                missing += 1;
+                d.push(end.saturating_sub(g) as f64 / 1e3);
+            }
+        }
+        (d, missing)
+    }
 }
 
 /// The last sample at or before `t`.
@@ -462,6 +532,60 @@ mod tests {
         let tp = out["throughput_mbps"][0];
         assert!(tp > 0.7 && tp < 0.8, "{tp}");
         assert!(out.contains_key("link.wlan.throughput_mbps"));
+    }
+
+    #[test]
+    fn a_window_without_delivery_counts_its_whole_length() {
+        // CBR every 100 ms from 1 s; nothing generated after 3 s is ever delivered (the run
+        // ends at 10 s). Windows 2 s before to 1 s after events at 3 s and 8 s.
+        let mut r = record();
+        r.cbr_generated = (10..100).map(|i| i * 100_000).collect();
+        r.cbr = (10..=30).map(|i| (i * 100_000, 20_000)).collect();
+        let event = |s| LossEvent {
+            t: Duration::from_secs(s),
+            link: 0,
+            since: Duration::ZERO,
+            sent_before: 0,
+        };
+        r.loss_events = vec![event(3), event(8)];
+        let m = MetricsSpec {
+            before: crate::units::Dur(Duration::from_secs(2)),
+            after: crate::units::Dur(Duration::from_secs(1)),
+            warmup: crate::units::Dur(Duration::ZERO),
+            ..MetricsSpec::default()
+        };
+        let out = compute(&r, &m);
+        assert_eq!(out["event_windows"], vec![2.0]);
+        assert_eq!(out["windows_undelivered"], vec![2.0]);
+        let p99 = &out["delay_p99_event_ms"];
+        assert_eq!(p99.len(), 2, "no window is dropped: {p99:?}");
+        // Window 1: from 1 s (the application's start, not 1 s before it) to 4 s; the
+        // messages of 3.1 to 4 s waited until the end of the run: 6.0 to 6.9 s.
+        assert!(p99[0] > 6800.0, "{p99:?}");
+        // Window 2: 6 to 9 s, nothing delivered: at least the window's length.
+        assert!(p99[1] >= 3000.0, "{p99:?}");
+        assert!(out["delay_increase_ms"][1] > 2900.0);
+    }
+
+    #[test]
+    fn windows_start_no_earlier_than_the_application() {
+        // The application starts at 1 s and delivers every 10 ms; an event at 1.5 s with an
+        // 8 s window before it: the gap is not measured from −6.5 s.
+        let mut r = record();
+        r.loss_events[0].t = Duration::from_millis(1500);
+        let m = MetricsSpec {
+            before: crate::units::Dur(Duration::from_secs(8)),
+            after: crate::units::Dur(Duration::from_secs(1)),
+            warmup: crate::units::Dur(Duration::ZERO),
+            ..MetricsSpec::default()
+        };
+        let out = compute(&r, &m);
+        assert_eq!(out["max_gap_ms"].len(), 1);
+        assert!(
+            out["max_gap_ms"][0] <= 10.0 + 1e-9,
+            "{:?}",
+            out["max_gap_ms"]
+        );
     }
 
     #[test]

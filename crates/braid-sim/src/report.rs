@@ -6,11 +6,14 @@
 //! { "scenario", "file", "description", "seed", "repetitions", "duration_s",
 //!   "paper": { "source", "note", "values": { variant: { metric: number } } } | null,
 //!   "variants": [ { "name", "settings": { key: value },
-//!                   "metrics": { metric: { "median", "q1", "q3", "min", "max", "mean", "n" } },
+//!                   "metrics": { metric: { "median", "q1", "q3", "min", "max", "mean", "n",
+//!                                          "windows" (event metrics) } },
 //!                   "runs": [ { "seed", "events", "metrics": { metric: [values] } } ] } ] }
 //! ```
 //! Metric keys are those of [`crate::metrics::METRICS`] plus `link.<name>.throughput_mbps` and
-//! `link.<name>.mb`.
+//! `link.<name>.mb`. `n` is the number of values a statistic used; for an event metric
+//! `windows` is the number of event windows measured over the variant's runs, so `n < windows`
+//! shows windows the metric did not apply to.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -18,7 +21,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::metrics::METRICS;
+use crate::metrics::{METRICS, Per};
 use crate::runner::{PlanResult, Summary};
 
 /// Metric columns of the table: those asked for, else every measured one in a fixed order.
@@ -154,10 +157,22 @@ pub fn json(r: &PlanResult) -> Value {
         .variants
         .iter()
         .map(|v| {
+            let windows: f64 = v
+                .runs
+                .iter()
+                .filter_map(|run| run.metrics.get("event_windows")?.first())
+                .sum();
             let metrics: serde_json::Map<String, Value> = v
                 .summary
                 .iter()
-                .map(|(k, s)| (k.clone(), summary_json(s)))
+                .map(|(k, s)| {
+                    let mut j = summary_json(s);
+                    let event = METRICS.iter().any(|m| m.key == k && m.per == Per::Event);
+                    if event {
+                        j["windows"] = json!(windows as u64);
+                    }
+                    (k.clone(), j)
+                })
                 .collect();
             let runs: Vec<Value> = v
                 .runs

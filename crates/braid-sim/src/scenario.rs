@@ -1213,16 +1213,7 @@ fn capacity(
 
 fn build_config(c: &ConnectionSpec) -> Result<Config, CheckError> {
     let k = |f: &str| Some(format!("connection.{f}"));
-    let scheduler = Kind::from_name(&c.scheduler).ok_or_else(|| {
-        (
-            k("scheduler"),
-            format!(
-                "unknown scheduler `{}`; allowed: {}",
-                c.scheduler,
-                Kind::NAMES.join(", ")
-            ),
-        )
-    })?;
+    let scheduler = Kind::parse(&c.scheduler).map_err(|e| (k("scheduler"), e.to_string()))?;
     let congestion = Algorithm::from_name(&c.congestion).ok_or_else(|| {
         (
             k("congestion"),

@@ -94,8 +94,10 @@ pub struct RunRecord {
     pub app_start: Duration,
     /// In-order deliveries at the receiving application: (time µs, bytes).
     pub deliveries: Vec<(u64, u32)>,
-    /// CBR messages: (generation time µs, one-way delay µs).
+    /// CBR messages delivered: (generation time µs, one-way delay µs).
     pub cbr: Vec<(u64, u32)>,
+    /// Generation time (µs) of every CBR message the application generated, delivered or not.
+    pub cbr_generated: Vec<u64>,
     pub samples: Vec<Sample>,
     pub loss_events: Vec<LossEvent>,
     pub recoveries: Vec<Recovery>,
@@ -646,6 +648,7 @@ impl<'a> World<'a> {
             let seq = self.app.next_seq;
             self.app.next_seq += 1;
             self.app.backlog.push_back((seq, self.now));
+            self.rec.cbr_generated.push(self.now.micros());
             let next =
                 self.app.start + Duration::from_nanos(self.app.interval_ns.saturating_mul(seq + 1));
             self.schedule(next, Kind::AppTick);

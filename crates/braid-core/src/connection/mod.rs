@@ -31,13 +31,13 @@ use crate::Instant;
 use crate::cc::PathCc;
 use crate::config::Config;
 use crate::reinject::Trigger;
-use crate::scheduler::{PathView, Scheduler};
+use crate::scheduler::{Context, PathView, Priority, Scheduler};
 use crate::stats::{AddrStats, ConnectionStats, PathStats};
 use crate::wire::{AddrId, PathId};
 
 use path::{Ctrl, DataRef, Path, PathTimer};
 use recv_buf::RecvBuf;
-use send_buf::SendBuf;
+use send_buf::{PriorityMarks, SendBuf};
 
 pub use transmit::Transmit;
 
@@ -194,6 +194,8 @@ pub struct Connection {
     /// Recently closed paths: their late packets are dropped, not taken as new paths.
     closed_paths: VecDeque<PathId>,
     send: SendBuf,
+    /// The application priority of the stream's bytes, for the scheduler.
+    priority: PriorityMarks,
     recv: RecvBuf,
     reinject_queue: VecDeque<Reinjection>,
     ctrl_queue: VecDeque<Ctrl>,
@@ -256,6 +258,7 @@ impl Connection {
         let scheduler = cfg.scheduler.build();
         Connection {
             send: SendBuf::new(cfg.send_buffer, cfg.receive_buffer),
+            priority: PriorityMarks::default(),
             recv: RecvBuf::new(cfg.receive_buffer),
             side,
             state: State::Handshake,
@@ -422,6 +425,25 @@ impl Connection {
             return 0;
         }
         self.send.write(data)
+    }
+
+    /// Sets the application priority (seed 004 §III.F: 1 highest … 6) of the bytes written
+    /// from now on with [`write`](Self::write); `None` leaves it to the scheduler's own
+    /// (`qoe:priority=N`). Schedulers that do not use priorities ignore it.
+    pub fn set_priority(&mut self, priority: Option<Priority>) {
+        self.priority.set_default(priority, self.send.end());
+    }
+
+    /// Writes stream bytes with their own application priority (the connection's stays for
+    /// later writes); returns how many fit the send buffer.
+    pub fn write_with_priority(&mut self, data: &[u8], priority: Priority) -> usize {
+        if self.state == State::Closed {
+            return 0;
+        }
+        let start = self.send.end();
+        let n = self.send.write(data);
+        self.priority.mark(start, start + n as u64, Some(priority));
+        n
     }
 
     /// Ends the stream after what was written (DATA_FIN).
@@ -825,6 +847,7 @@ impl Connection {
             }
         }
         self.send.release(upto);
+        self.priority.release(self.send.base());
     }
 
     /// Redundant scheduling: whether this path must send a byte before the stream moves on.

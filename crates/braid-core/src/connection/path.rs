@@ -559,6 +559,7 @@ impl Path {
             self.sacked.insert(s, e);
         }
         if progress {
+            self.stats.acks += 1;
             if let Some(sent) = echo {
                 self.rtt.update(now.saturating_since(sent));
             }

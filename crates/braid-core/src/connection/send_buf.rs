@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 
 use crate::range_set::RangeSet;
+use crate::scheduler::Priority;
 
 #[derive(Debug)]
 pub(crate) struct SendBuf {
@@ -167,9 +168,75 @@ impl SendBuf {
     }
 }
 
+/// The application priority of the stream's bytes (seed 004 §III.F), for the scheduler:
+/// marks `(offset, priority)`, ascending, each holding until the next one. Empty (no
+/// priority anywhere) until the application sets one.
+#[derive(Debug, Default)]
+pub(crate) struct PriorityMarks {
+    marks: VecDeque<(u64, Option<Priority>)>,
+    /// The connection's priority, for bytes written without one.
+    default: Option<Priority>,
+}
+
+impl PriorityMarks {
+    /// Bytes written from `end` on have priority `p` unless written with their own.
+    pub fn set_default(&mut self, p: Option<Priority>, end: u64) {
+        self.default = p;
+        self.push(end, p);
+    }
+
+    /// Bytes `start..end` have priority `p`; the connection's resumes at `end`.
+    pub fn mark(&mut self, start: u64, end: u64, p: Option<Priority>) {
+        self.push(start, p);
+        self.push(end, self.default);
+    }
+
+    /// The priority of the byte at `offset`.
+    pub fn at(&self, offset: u64) -> Option<Priority> {
+        match self.marks.partition_point(|&(at, _)| at <= offset) {
+            0 => None,
+            i => self.marks[i - 1].1,
+        }
+    }
+
+    /// Forgets the marks wholly below `upto` (released bytes).
+    pub fn release(&mut self, upto: u64) {
+        while self.marks.len() >= 2 && self.marks[1].0 <= upto {
+            self.marks.pop_front();
+        }
+    }
+
+    fn push(&mut self, at: u64, p: Option<Priority>) {
+        match self.marks.back_mut() {
+            Some(last) if last.0 == at => last.1 = p,
+            Some(last) if last.1 == p => {}
+            None if p.is_none() => {}
+            _ => self.marks.push_back((at, p)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn priority_marks_follow_writes() {
+        let p = |n| Priority::new(n);
+        let mut m = PriorityMarks::default();
+        assert_eq!(m.at(0), None);
+        m.mark(0, 100, p(4));
+        m.set_default(p(2), 150);
+        m.mark(200, 300, p(6));
+        m.mark(300, 300, p(5)); // nothing written: no range
+        let got: Vec<_> = [0, 99, 100, 149, 150, 199, 200, 299, 300, 1000]
+            .map(|o| m.at(o).map_or(0, Priority::get))
+            .to_vec();
+        assert_eq!(got, vec![4, 4, 0, 0, 2, 2, 6, 6, 2, 2]);
+        m.release(250);
+        assert_eq!((m.at(250), m.at(300)), (p(6), p(2)));
+        assert_eq!(m.marks.len(), 2);
+    }
 
     #[test]
     fn copy_across_ring_wrap() {

@@ -505,13 +505,24 @@ impl Connection {
                 backup: p.backup,
                 usable: p.is_usable(),
                 loss_rate: p.loss_rate,
+                fast_retransmits: p.stats.fast_retransmits,
+                rtos: p.stats.rto_count,
+                acks: p.stats.acks,
             });
         }
     }
 
-    fn select(&mut self, exclude: Option<PathId>) -> Option<usize> {
+    /// The path for a segment starting at stream offset `dsn`, never `exclude`.
+    fn select(&mut self, now: Instant, exclude: Option<PathId>, dsn: u64) -> Option<usize> {
         self.fill_views();
-        let id = self.scheduler.select(&self.view_scratch, exclude)?;
+        let cx = Context {
+            now,
+            paths: &self.view_scratch,
+            exclude,
+            mss: self.cfg.max_datagram_size as u64,
+            priority: self.priority.at(dsn),
+        };
+        let id = self.scheduler.select(&cx)?;
         let idx = self.path_index(id)?;
         // A scheduler must not pick a full or unusable path; enforce it.
         let mss = self.cfg.max_datagram_size as u64;
@@ -536,7 +547,7 @@ impl Connection {
         let next = self.send.next;
         let fin_only = self.send.fin && !self.send.fin_sent && next == self.send.end();
         if next < window_end || fin_only {
-            let idx = self.select(None)?;
+            let idx = self.select(now, None, next)?;
             let (t, len) = self.send_segment(
                 now,
                 idx,
@@ -638,7 +649,7 @@ impl Connection {
                 self.reinject_queue.remove(i);
                 continue;
             }
-            let Some(idx) = self.select(Some(r.from)) else {
+            let Some(idx) = self.select(now, Some(r.from), dsn) else {
                 if self.paths.iter().any(|p| p.id != r.from && p.is_usable()) {
                     // Another path exists but has no room: wait for it, in order.
                     return None;
@@ -760,7 +771,7 @@ impl Connection {
         })?;
         // The copy goes on the path the scheduler would use now (a backup path stays idle
         // while a primary works), and only if that is not the path holding the segment.
-        let idx = self.select(None)?;
+        let idx = self.select(now, None, blocking)?;
         if idx == holder {
             return None;
         }

@@ -1,7 +1,7 @@
 //! minRTT, the default MPTCP scheduler: the usable non-backup subflow with the lowest smoothed
 //! RTT whose congestion window has room (SPEC M2).
 
-use super::{PathView, Scheduler, candidates};
+use super::{Context, Scheduler, candidates};
 use crate::PathId;
 
 #[derive(Debug, Default)]
@@ -10,8 +10,8 @@ pub struct MinRtt {
 }
 
 impl Scheduler for MinRtt {
-    fn select(&mut self, paths: &[PathView], exclude: Option<PathId>) -> Option<PathId> {
-        candidates(paths, exclude)
+    fn select(&mut self, cx: &Context<'_>) -> Option<PathId> {
+        candidates(cx.paths, cx.exclude)
             .filter(|p| p.has_room)
             .min_by_key(|p| (p.srtt, p.id))
             .map(|p| p.id)

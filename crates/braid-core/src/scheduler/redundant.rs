@@ -1,15 +1,15 @@
 //! Redundant: every segment on every usable subflow (seed 001). The connection walks the stream
 //! once per path; this type only picks paths for reinjections (lowest RTT with room).
 
-use super::{PathView, Scheduler, candidates};
+use super::{Context, Scheduler, candidates};
 use crate::PathId;
 
 #[derive(Debug, Default)]
 pub struct Redundant;
 
 impl Scheduler for Redundant {
-    fn select(&mut self, paths: &[PathView], exclude: Option<PathId>) -> Option<PathId> {
-        candidates(paths, exclude)
+    fn select(&mut self, cx: &Context<'_>) -> Option<PathId> {
+        candidates(cx.paths, cx.exclude)
             .filter(|p| p.has_room)
             .min_by_key(|p| (p.srtt, p.id))
             .map(|p| p.id)

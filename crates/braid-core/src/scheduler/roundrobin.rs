@@ -1,6 +1,6 @@
 //! Round-robin: rotate over the usable subflows that have room (seed 002's vehicle test).
 
-use super::{PathView, Scheduler, candidates};
+use super::{Context, Scheduler, candidates};
 use crate::PathId;
 
 #[derive(Debug, Default)]
@@ -9,8 +9,8 @@ pub struct RoundRobin {
 }
 
 impl Scheduler for RoundRobin {
-    fn select(&mut self, paths: &[PathView], exclude: Option<PathId>) -> Option<PathId> {
-        let ready = || candidates(paths, exclude).filter(|p| p.has_room);
+    fn select(&mut self, cx: &Context<'_>) -> Option<PathId> {
+        let ready = || candidates(cx.paths, cx.exclude).filter(|p| p.has_room);
         // The first ready path after the last one used, wrapping around.
         let next = match self.last {
             Some(last) => ready().find(|p| p.id > last).or_else(|| ready().next()),

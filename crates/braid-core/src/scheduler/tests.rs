@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::Instant;
 
 fn view(id: u32, rtt_ms: u64, room: bool, backup: bool, usable: bool) -> PathView {
     PathView {
@@ -13,7 +14,21 @@ fn view(id: u32, rtt_ms: u64, room: bool, backup: bool, usable: bool) -> PathVie
         backup,
         usable,
         loss_rate: 0.0,
+        fast_retransmits: 0,
+        rtos: 0,
+        acks: 0,
     }
+}
+
+/// `s.select` over `paths`, avoiding `exclude`, with no application priority.
+fn pick(s: &mut dyn Scheduler, paths: &[PathView], exclude: Option<PathId>) -> Option<PathId> {
+    s.select(&Context {
+        now: Instant::ZERO,
+        paths,
+        exclude,
+        mss: 1000,
+        priority: None,
+    })
 }
 
 #[test]
@@ -23,13 +38,13 @@ fn minrtt_prefers_lowest_rtt_with_room() {
         view(0, 50, true, false, true),
         view(2, 30, true, false, true),
     ];
-    assert_eq!(s.select(&paths, None), Some(PathId(2)));
+    assert_eq!(pick(&mut s, &paths, None), Some(PathId(2)));
     let paths = [
         view(0, 50, true, false, true),
         view(2, 30, false, false, true),
     ];
-    assert_eq!(s.select(&paths, None), Some(PathId(0)));
-    assert_eq!(s.select(&paths, Some(PathId(0))), None);
+    assert_eq!(pick(&mut s, &paths, None), Some(PathId(0)));
+    assert_eq!(pick(&mut s, &paths, Some(PathId(0))), None);
 }
 
 #[test]
@@ -40,19 +55,19 @@ fn backup_used_only_when_no_primary_is_usable() {
         view(0, 50, false, false, true),
         view(2, 10, true, true, true),
     ];
-    assert_eq!(s.select(&paths, None), None);
+    assert_eq!(pick(&mut s, &paths, None), None);
     // The primary is unusable (timed out): the backup takes over.
     let paths = [
         view(0, 50, true, false, false),
         view(2, 10, true, true, true),
     ];
-    assert_eq!(s.select(&paths, None), Some(PathId(2)));
+    assert_eq!(pick(&mut s, &paths, None), Some(PathId(2)));
     // A reinjection from the only primary may use the backup.
     let paths = [
         view(0, 50, true, false, true),
         view(2, 10, true, true, true),
     ];
-    assert_eq!(s.select(&paths, Some(PathId(0))), Some(PathId(2)));
+    assert_eq!(pick(&mut s, &paths, Some(PathId(0))), Some(PathId(2)));
 }
 
 #[test]
@@ -63,7 +78,9 @@ fn round_robin_rotates_over_ready_paths() {
         view(2, 30, true, false, true),
         view(4, 30, false, false, true),
     ];
-    let picks: Vec<_> = (0..4).map(|_| s.select(&paths, None).unwrap().0).collect();
+    let picks: Vec<_> = (0..4)
+        .map(|_| pick(&mut s, &paths, None).unwrap().0)
+        .collect();
     assert_eq!(picks, vec![0, 2, 0, 2]);
 }
 
@@ -71,5 +88,198 @@ fn round_robin_rotates_over_ready_paths() {
 fn names_round_trip() {
     for n in Kind::NAMES {
         assert_eq!(Kind::from_name(n).unwrap().factory().name(), *n);
+    }
+}
+
+// ---- QoE / priority scheduler (seed 004 App. B) ----
+
+use qoe::{Band, IfQuality, MAX_QUALITY, scaled_nds};
+
+/// A usable, non-backup path with room.
+fn ready(id: u32, rtt_ms: u64) -> PathView {
+    view(id, rtt_ms, true, false, true)
+}
+
+fn prio(p: u8) -> Priority {
+    Priority::new(p).unwrap()
+}
+
+#[test]
+fn nds_table_for_every_band_and_priority() {
+    // SPEC M2, seed 004 App. B send_packet, priorities 1..=6: on NDS = 6400, the table in
+    // 64ths of NDS (× 100); on NDS = 1000, which the seed's shifts do not divide, NDS − NDS≫k
+    // truncating.
+    let tables = [
+        (
+            6400,
+            [
+                (Band::Good, [6400, 6400, 6400, 6200, 6000, 5600]),
+                (Band::Moderate, [6400, 6300, 6200, 6000, 5600, 4800]),
+                (Band::Bad, [6400, 3200, 1600, 800, 800, 800]),
+            ],
+        ),
+        (
+            1000,
+            [
+                (Band::Good, [1000, 1000, 1000, 969, 938, 875]),
+                (Band::Moderate, [1000, 985, 969, 938, 875, 750]),
+                (Band::Bad, [1000, 500, 250, 125, 125, 125]),
+            ],
+        ),
+    ];
+    for (nds, table) in tables {
+        for (band, row) in table {
+            for (p, want) in (1..=6).zip(row) {
+                assert_eq!(scaled_nds(nds, band, prio(p)), want, "{nds} {band:?} p{p}");
+            }
+        }
+    }
+}
+
+#[test]
+fn quality_bands() {
+    let bands = [
+        (10_000, Band::Good),
+        (8001, Band::Good),
+        (8000, Band::Moderate),
+    ];
+    let more = [(5001, Band::Moderate), (5000, Band::Bad), (0, Band::Bad)];
+    for (q, b) in bands.into_iter().chain(more) {
+        assert_eq!(Band::of(q), b, "{q}");
+    }
+}
+
+#[test]
+fn if_quality_updates() {
+    let mut v = ready(0, 10);
+    let mut q = IfQuality::new(&v);
+    let mut step = |fr: u64, rto: u64, acks: u64| {
+        v.fast_retransmits += fr;
+        v.rtos += rto;
+        v.acks += acks;
+        q.update(&v);
+        q.value()
+    };
+    assert_eq!(step(0, 0, 0), MAX_QUALITY, "starts at 10000");
+    assert_eq!(step(0, 0, 5), 10_000, "+1 per ACK, at most 10000");
+    assert_eq!(step(1, 0, 0), 9_900, "−100 per fast retransmit");
+    assert_eq!(step(0, 1, 0), 8_900, "−1000 per RTO");
+    assert_eq!(step(0, 0, 50), 8_950);
+    assert_eq!(step(2, 3, 0), 5_750);
+    assert_eq!(step(0, 5, 0), 750, "an RTO below 1000 leaves it");
+    assert_eq!(step(9, 0, 0), 50, "a loss below 100 leaves it");
+    assert_eq!(step(0, 0, 20_000), 10_000);
+}
+
+#[test]
+fn qoe_tracks_if_quality_per_path_from_the_counters() {
+    let mut s = Qoe::new(prio(1));
+    let mut paths = [ready(0, 10), ready(2, 20)];
+    paths[1].rtos = 7; // events before the scheduler first sees a path do not count
+    pick(&mut s, &paths, None);
+    assert_eq!(s.if_quality(PathId(2)), Some(10_000));
+    paths[0].rtos += 2;
+    paths[0].acks += 10;
+    paths[1].fast_retransmits += 1;
+    pick(&mut s, &paths, None);
+    assert_eq!(s.if_quality(PathId(0)), Some(8_010));
+    assert_eq!(s.if_quality(PathId(2)), Some(9_900));
+    // A path that closed is forgotten.
+    pick(&mut s, &paths[..1], None);
+    assert_eq!(s.if_quality(PathId(2)), None);
+}
+
+#[test]
+fn qoe_picks_the_lowest_rtt_then_the_lowest_loss() {
+    let mut s = Qoe::new(prio(1));
+    let mut paths = [ready(0, 30), ready(2, 20), ready(4, 20)];
+    paths[1].loss_rate = 0.02;
+    paths[2].loss_rate = 0.01;
+    assert_eq!(pick(&mut s, &paths, None), Some(PathId(4)));
+    // RTTs equal to the millisecond count as equal.
+    paths[2].srtt = Duration::from_micros(20_900);
+    assert_eq!(pick(&mut s, &paths, None), Some(PathId(4)));
+    paths[2].srtt = Duration::from_millis(21);
+    assert_eq!(pick(&mut s, &paths, None), Some(PathId(2)));
+    assert_eq!(pick(&mut s, &paths, Some(PathId(2))), Some(PathId(4)));
+    // Backups only when no primary is usable, as every scheduler.
+    paths[1].backup = true;
+    paths[2].usable = false;
+    assert_eq!(pick(&mut s, &paths, None), Some(PathId(0)));
+}
+
+#[test]
+fn qoe_fills_a_degraded_path_only_up_to_the_priority_share() {
+    let mut p = ready(0, 10);
+    p.cwnd = 64_000;
+    let mut s = Qoe::new(prio(6));
+    pick(&mut s, &[p], None);
+    p.rtos = 6; // 10000 − 6000: bad
+    let with = |s: &mut Qoe, p: PathView, priority: Option<Priority>| {
+        s.select(&Context {
+            now: Instant::ZERO,
+            paths: &[p],
+            exclude: None,
+            mss: 1000,
+            priority,
+        })
+    };
+    // Bad band, priority 6: NDS/8 = 8000 bytes of the 64 000-byte window.
+    p.in_flight = 7_000;
+    assert_eq!(with(&mut s, p, None), Some(PathId(0)));
+    p.in_flight = 7_001;
+    assert_eq!(with(&mut s, p, None), None);
+    // The application's priority wins over the scheduler's: p1 has the whole window.
+    assert_eq!(with(&mut s, p, Some(prio(1))), Some(PathId(0)));
+    p.in_flight = 63_001;
+    assert_eq!(
+        with(&mut s, p, Some(prio(1))),
+        None,
+        "the window itself still binds"
+    );
+    // p3 in the bad band: NDS/4.
+    p.in_flight = 15_000;
+    assert_eq!(with(&mut s, p, Some(prio(3))), Some(PathId(0)));
+    p.in_flight = 15_001;
+    assert_eq!(with(&mut s, p, Some(prio(3))), None);
+    // A path may always have one segment in flight, however small its share.
+    p.cwnd = 4_000;
+    p.in_flight = 0;
+    assert_eq!(with(&mut s, p, None), Some(PathId(0)));
+    p.in_flight = 1_000;
+    assert_eq!(with(&mut s, p, None), None);
+}
+
+#[test]
+fn scheduler_names_with_parameters() {
+    assert_eq!(Kind::parse("qoe"), Ok(Kind::Qoe { priority: prio(1) }));
+    assert_eq!(
+        Kind::parse("qoe:priority=4"),
+        Ok(Kind::Qoe { priority: prio(4) })
+    );
+    assert_eq!(
+        Kind::parse("qoe: priority = 6"),
+        Ok(Kind::Qoe { priority: prio(6) })
+    );
+    assert_eq!(Kind::parse("rr"), Ok(Kind::RoundRobin));
+    for bad in ["0", "7", "-1", "high", "", "300"] {
+        let name = format!("qoe:priority={bad}");
+        let e = Kind::parse(&name).unwrap_err().to_string();
+        assert!(
+            e.contains("priority") && e.contains(&format!("`{bad}`")) && e.contains("1..=6"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'));
+        assert_eq!(Kind::from_name(&name), None);
+    }
+    let cases = [
+        ("qoe:speed=2", "unknown parameter `speed`"),
+        ("qoe:priority", "`priority` is not key=value"),
+        ("minrtt:priority=2", "takes no parameter"),
+        ("fastest", "allowed: minrtt, roundrobin, redundant, qoe"),
+    ];
+    for (name, want) in cases {
+        let e = Kind::parse(name).unwrap_err().to_string();
+        assert!(e.contains(want), "{name}: {e}");
     }
 }

@@ -761,13 +761,8 @@ pub(crate) fn core_config(
     c: &ConnectionConfig,
     outer_payload: usize,
 ) -> Result<CoreConfig, ConfigError> {
-    let scheduler = Kind::from_name(&c.scheduler).ok_or_else(|| {
-        ConfigError(format!(
-            "connection.scheduler: unknown scheduler `{}`; allowed: {}",
-            c.scheduler,
-            Kind::NAMES.join(", ")
-        ))
-    })?;
+    let scheduler =
+        Kind::parse(&c.scheduler).map_err(|e| ConfigError(format!("connection.scheduler: {e}")))?;
     let congestion = Algorithm::from_name(&c.congestion).ok_or_else(|| {
         ConfigError(format!(
             "connection.congestion: unknown congestion control `{}`; allowed: {}",
