@@ -18,6 +18,14 @@ use braid_core::scheduler::Kind;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+use std::sync::Arc;
+
+use braid_hya::Weights;
+use braid_hya::{ReceiverConfig, SenderConfig};
+
+use super::perpacket::PerPacketConfig;
+use super::tunnel::TunnelConfig;
+use crate::class::{Carrier, Classes, Rule, parse_dscp, parse_ports, parse_protocol};
 use crate::frame::PtoSConfig;
 use crate::secure::{PrivateKey, PublicKey};
 
@@ -68,23 +76,107 @@ pub struct ClientConfig {
     /// Keepalive interval towards the gateway when nothing else is sent (ms).
     #[serde(default = "default_keepalive_ms")]
     pub keepalive_ms: u64,
-    /// What carries the packet stream: `braid` or `mptcp` (see [`Transport`]).
+    /// What carries the packets: `braid`, `datagram` or `mptcp` (see [`Transport`]).
     #[serde(default)]
     pub transport: Transport,
+    /// The per-packet carrier (`transport = "datagram"`, classes).
+    #[serde(default)]
+    pub datagram: DatagramConfig,
+    /// Per-flow classes: packets matching a rule take its transport.
+    #[serde(rename = "class", default)]
+    pub classes: Vec<ClassConfig>,
 }
 
-/// What carries the packet stream between client and gateway; both ends must agree.
+/// What carries the packets between client and gateway. `braid` and `datagram` share one
+/// wire (each end's setting only decides how it sends); `mptcp` needs it on both ends.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
-    /// The braid core over UDP, one socket per link: scheduler, reinjection, congestion
-    /// control and path manager from this configuration.
+    /// The braid core over UDP, one socket per link: packets in one reliable stream;
+    /// scheduler, reinjection, congestion control and path manager from this configuration.
     #[default]
     Braid,
+    /// Per-packet hybrid access (HYA) over the same UDP links, session and paths: each packet
+    /// alone in one datagram on one path chosen by a proportional scheduler (`[datagram]`
+    /// ratio), reordered at the far end (JUGGLER-like timeouts), never retransmitted.
+    Datagram,
     /// One kernel MPTCP connection (IPPROTO_MPTCP) to the gateway's `listen` address (TCP);
     /// the kernel's path manager opens the subflows (`braid pm` with the userspace path
-    /// manager, or the in-kernel one). `[connection]`, `[batch]` and `[pm]` do not apply.
+    /// manager, or the in-kernel one). `[connection]`, `[batch]`, `[pm]`, `[datagram]` and
+    /// classes do not apply.
     Mptcp,
+}
+
+/// The per-packet carrier (seed 003's HYA baseline; `braid_hya`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatagramConfig {
+    /// The proportional scheduler's weights, one per link in link order (at a gateway, the
+    /// client's link order): `"1:1"`, `"2:1"`, …; or `"auto"`: weights from the delivery rate
+    /// measured on each link. Unset: equal weights.
+    pub ratio: Option<String>,
+    /// How long a packet waits behind a missing one before the gap is given up (JUGGLER's
+    /// out-of-order timeout), µs.
+    pub ofo_timeout_us: u64,
+    /// How long packets in sequence wait to be written together (JUGGLER's in-sequence
+    /// timeout), µs; 0: at once.
+    pub inseq_timeout_us: u64,
+    /// How often the receiver reports what each link delivered, ms.
+    pub feedback_ms: u64,
+    /// A link whose packets go unreported this long (and at least two round trips and two
+    /// feedback intervals) is suspended until it delivers again, ms.
+    pub stall_ms: u64,
+    /// Packets held behind gaps at most.
+    pub reorder_capacity: usize,
+}
+
+impl Default for DatagramConfig {
+    fn default() -> Self {
+        DatagramConfig {
+            ratio: None,
+            ofo_timeout_us: 10_000,
+            inseq_timeout_us: 1_000,
+            feedback_ms: 50,
+            stall_ms: 200,
+            reorder_capacity: 4096,
+        }
+    }
+}
+
+/// A per-flow class: packets that match every condition given take `transport`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassConfig {
+    /// `datagram` (one datagram per packet) or `braid` (the reliable stream).
+    pub transport: Transport,
+    /// IP protocol: `udp`, `tcp`, `icmp`, `icmpv6`, `sctp`, … or a number.
+    #[serde(default)]
+    pub protocol: Option<NameOrNumber>,
+    /// Source or destination port, or a range: `5004`, `"5000-5010"`.
+    #[serde(default)]
+    pub port: Option<NameOrNumber>,
+    /// DSCP: a number 0–63 or `ef`, `af41`, `cs5`, ….
+    #[serde(default)]
+    pub dscp: Option<NameOrNumber>,
+}
+
+/// A value written as a number or as a string.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum NameOrNumber {
+    /// `5004`
+    Number(i64),
+    /// `"udp"`, `"5000-5010"`
+    Name(String),
+}
+
+impl std::fmt::Display for NameOrNumber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NameOrNumber::Number(n) => write!(f, "{n}"),
+            NameOrNumber::Name(s) => f.write_str(s),
+        }
+    }
 }
 
 /// One client interface.
@@ -142,10 +234,16 @@ pub struct GatewayConfig {
     /// A client silent for this long (ms) loses its connection.
     #[serde(default = "default_client_timeout_ms")]
     pub client_timeout_ms: u64,
-    /// What carries the packet stream: `braid` (UDP on `listen`) or `mptcp` (MPTCP on
-    /// `listen`, TCP); see [`Transport`].
+    /// What carries the packets: `braid` or `datagram` (UDP on `listen`), or `mptcp` (MPTCP
+    /// on `listen`, TCP); see [`Transport`].
     #[serde(default)]
     pub transport: Transport,
+    /// The per-packet carrier (`transport = "datagram"`, classes).
+    #[serde(default)]
+    pub datagram: DatagramConfig,
+    /// Per-flow classes: packets matching a rule take its transport.
+    #[serde(rename = "class", default)]
+    pub classes: Vec<ClassConfig>,
 }
 
 /// A client the gateway accepts.
@@ -360,11 +458,31 @@ impl ClientConfig {
             }
         }
         self.tun.check()?;
-        self.core_config(1472)?;
+        self.tunnel_config()?;
         self.pm_config()?;
-        batch(&self.batch, 1400, self.tun.mtu)?;
         log_format(&self.ops)?;
         Ok(())
+    }
+
+    /// The UDP payload that fits the links' path MTU (1500): less with any IPv6 gateway.
+    fn outer_payload(&self) -> usize {
+        let v6 = (0..self.links.len()).any(|i| self.link_gateway(i).is_ipv6());
+        outer_payload(v6)
+    }
+
+    /// What each connection is made with.
+    pub(crate) fn tunnel_config(&self) -> Result<TunnelConfig, ConfigError> {
+        let weights = weights(self.datagram.ratio.as_deref(), Some(self.links.len()))?;
+        tunnel_config(
+            &self.connection,
+            &self.batch,
+            &self.tun,
+            self.transport,
+            &self.classes,
+            &self.datagram,
+            weights,
+            self.outer_payload(),
+        )
     }
 
     /// The client's private key.
@@ -383,10 +501,6 @@ impl ClientConfig {
             .gateway
             .or(self.gateway)
             .expect("checked when loaded")
-    }
-
-    pub(crate) fn core_config(&self, outer_payload: usize) -> Result<CoreConfig, ConfigError> {
-        core_config(&self.connection, outer_payload)
     }
 
     pub(crate) fn pm_config(&self) -> Result<braid_pm::Config, ConfigError> {
@@ -457,19 +571,30 @@ impl GatewayConfig {
             }
         }
         self.tun.check()?;
-        core_config(&self.connection, 1472)?;
-        batch(&self.batch, 1400, self.tun.mtu)?;
+        self.tunnel_config()?;
         log_format(&self.ops)?;
         Ok(())
+    }
+
+    /// What each connection is made with.
+    pub(crate) fn tunnel_config(&self) -> Result<TunnelConfig, ConfigError> {
+        let weights = weights(self.datagram.ratio.as_deref(), None)?;
+        let v6 = self.listen.iter().any(|a| a.is_ipv6());
+        tunnel_config(
+            &self.connection,
+            &self.batch,
+            &self.tun,
+            self.transport,
+            &self.classes,
+            &self.datagram,
+            weights,
+            outer_payload(v6),
+        )
     }
 
     /// The gateway's private key.
     pub fn private_key(&self) -> Result<PrivateKey, ConfigError> {
         private_key(&self.private_key, &self.private_key_file)
-    }
-
-    pub(crate) fn core_config(&self, outer_payload: usize) -> Result<CoreConfig, ConfigError> {
-        core_config(&self.connection, outer_payload)
     }
 }
 
@@ -682,6 +807,173 @@ pub(crate) fn core_config(
     Ok(cfg)
 }
 
+/// The UDP payload of a 1500-byte path: 1500 − 20 (IPv4) or 40 (IPv6) − 8 (UDP).
+fn outer_payload(v6: bool) -> usize {
+    if v6 { 1452 } else { 1472 }
+}
+
+/// The core, the batching, the classes and the per-packet carrier of a connection.
+#[allow(clippy::too_many_arguments)]
+fn tunnel_config(
+    c: &ConnectionConfig,
+    b: &BatchConfig,
+    tun: &TunConfig,
+    transport: Transport,
+    classes: &[ClassConfig],
+    d: &DatagramConfig,
+    weights: Weights,
+    outer_payload: usize,
+) -> Result<TunnelConfig, ConfigError> {
+    let core = core_config(c, outer_payload)?;
+    let ptos = batch(b, core.max_datagram_size - 40, tun.mtu)?;
+    let classes = class_rules(transport, classes)?;
+    let per_packet_max = core
+        .max_datagram_size
+        .saturating_sub(braid_hya::wire::DATA_HEADER_LEN);
+    if classes.default == Carrier::PerPacket && usize::from(tun.mtu) > per_packet_max {
+        return err(format!(
+            "tun.mtu: {} is more than one datagram carries with transport = \"datagram\" \
+             ({per_packet_max} bytes on these links); set tun.mtu = {per_packet_max} or less",
+            tun.mtu
+        ));
+    }
+    let check = |key: &str, v: u64, max: u64| {
+        if v > max {
+            err(format!(
+                "datagram.{key}: {v} out of range: allowed 0..={max}"
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    check("ofo_timeout_us", d.ofo_timeout_us, 10_000_000)?;
+    check("inseq_timeout_us", d.inseq_timeout_us, 1_000_000)?;
+    for (key, v, max) in [
+        ("feedback_ms", d.feedback_ms, 10_000),
+        ("stall_ms", d.stall_ms, 60_000),
+        ("reorder_capacity", d.reorder_capacity as u64, 65_536),
+    ] {
+        if v == 0 {
+            return err(format!("datagram.{key}: must be at least 1"));
+        }
+        check(key, v, max)?;
+    }
+    let feedback_interval = Duration::from_millis(d.feedback_ms);
+    let reorder = braid_hya::reorder::Config {
+        ofo_timeout: Duration::from_micros(d.ofo_timeout_us),
+        inseq_timeout: Duration::from_micros(d.inseq_timeout_us),
+        capacity: d.reorder_capacity,
+        ..braid_hya::reorder::Config::default()
+    };
+    Ok(TunnelConfig {
+        core: Arc::new(core),
+        ptos,
+        classes: Arc::new(classes),
+        per_packet: PerPacketConfig {
+            sender: SenderConfig {
+                weights,
+                feedback_interval,
+                stall_after: Duration::from_millis(d.stall_ms),
+            },
+            receiver: ReceiverConfig {
+                reorder,
+                feedback_interval,
+            },
+        },
+    })
+}
+
+/// `datagram.ratio`: unset (equal), `auto`, or one weight ≥ 1 per link (`links`, when known)
+/// separated by `:`.
+fn weights(ratio: Option<&str>, links: Option<usize>) -> Result<Weights, ConfigError> {
+    let Some(ratio) = ratio else {
+        return Ok(Weights::Fixed(vec![1; links.unwrap_or(0)]));
+    };
+    if ratio.trim() == "auto" {
+        return Ok(Weights::Measured);
+    }
+    let mut w = Vec::new();
+    for part in ratio.split(':') {
+        let n: u32 = part.trim().parse().map_err(|_| {
+            ConfigError(format!(
+                "datagram.ratio: `{ratio}` is not a ratio: weights separated by `:` (e.g. \"2:1\") or \"auto\""
+            ))
+        })?;
+        if n == 0 {
+            return err(format!(
+                "datagram.ratio: a weight of 0 in `{ratio}`: every link needs at least 1 (a link \
+                 that should carry nothing is a backup: link[i].backup = true)"
+            ));
+        }
+        w.push(n);
+    }
+    if let Some(n) = links
+        && w.len() != n
+    {
+        return err(format!(
+            "datagram.ratio: `{ratio}` has {} weights for {n} links: one per [[link]], in order",
+            w.len()
+        ));
+    }
+    Ok(Weights::Fixed(w))
+}
+
+/// The classes: the transport's default carrier and the rules.
+fn class_rules(transport: Transport, rules: &[ClassConfig]) -> Result<Classes, ConfigError> {
+    let carrier = |t: Transport| match t {
+        Transport::Braid => Some(Carrier::Stream),
+        Transport::Datagram => Some(Carrier::PerPacket),
+        Transport::Mptcp => None,
+    };
+    let Some(default) = carrier(transport) else {
+        if !rules.is_empty() {
+            return err(
+                "class: per-flow classes need transport = \"braid\" or \"datagram\" (the MPTCP \
+                 transport carries one stream)",
+            );
+        }
+        return Ok(Classes::all(Carrier::Stream));
+    };
+    let mut out = Vec::new();
+    for (i, r) in rules.iter().enumerate() {
+        let carrier = carrier(r.transport).ok_or_else(|| {
+            ConfigError(format!(
+                "class[{i}].transport: mptcp cannot carry a class; allowed: braid, datagram"
+            ))
+        })?;
+        let field = |key: &str, v: &Option<NameOrNumber>| {
+            v.as_ref().map(|v| (key.to_string(), v.to_string()))
+        };
+        let value = |kv: Option<(String, String)>, parse: fn(&str) -> Result<_, String>| {
+            kv.map(|(k, v)| parse(&v).map_err(|m| ConfigError(format!("class[{i}].{k}: {m}"))))
+                .transpose()
+        };
+        let protocol = value(field("protocol", &r.protocol), parse_protocol)?;
+        let dscp = value(field("dscp", &r.dscp), parse_dscp)?;
+        let ports = r
+            .port
+            .as_ref()
+            .map(|v| parse_ports(&v.to_string()))
+            .transpose()
+            .map_err(|m| ConfigError(format!("class[{i}].port: {m}")))?;
+        if protocol.is_none() && ports.is_none() && dscp.is_none() {
+            return err(format!(
+                "class[{i}]: give at least one of protocol, port, dscp"
+            ));
+        }
+        out.push(Rule {
+            carrier,
+            protocol,
+            ports,
+            dscp,
+        });
+    }
+    Ok(Classes {
+        default,
+        rules: out,
+    })
+}
+
 fn load<T: DeserializeOwned + Checked>(path: &Path) -> Result<T, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError(format!("config {}: {e}", path.display())))?;
@@ -715,9 +1007,9 @@ impl Checked for GatewayConfig {
 }
 
 /// Tables whose keys an environment variable may name (`BRAID_TUNNEL_<TABLE>_<KEY>`).
-const TABLES: &[&str] = &["tun", "connection", "batch", "pm", "ops"];
+const TABLES: &[&str] = &["tun", "connection", "batch", "pm", "ops", "datagram"];
 /// Arrays of tables (`BRAID_TUNNEL_<ARRAY>_<INDEX>_<KEY>`).
-const ARRAYS: &[&str] = &["link", "client"];
+const ARRAYS: &[&str] = &["link", "client", "class"];
 
 fn parse<T: DeserializeOwned>(
     text: &str,

@@ -178,6 +178,7 @@ pub fn status_table(v: &Value) -> String {
                 if flags.is_empty() { "-".into() } else { flags }
             );
         }
+        datagram_table(&mut out, &c["datagram"]);
         if let Some(d) = c["drops"].as_object() {
             let nonzero: Vec<String> = d
                 .iter()
@@ -190,6 +191,47 @@ pub fn status_table(v: &Value) -> String {
         }
     }
     out
+}
+
+/// A connection's per-packet carrier, when it has one: what went and came per path, the
+/// reorder buffer's gaps given up and the time packets waited in it.
+fn datagram_table(out: &mut String, d: &Value) {
+    if !d.is_object() {
+        return;
+    }
+    let sent: Vec<String> = d["paths_sent"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            format!(
+                "path {} {} pkts (lost {}, weight {:.3}{})",
+                p["path"],
+                p["packets"],
+                p["lost"],
+                p["weight"].as_f64().unwrap_or(0.0),
+                if p["stalled"] == true {
+                    ", STALLED"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect();
+    let h = &d["hold_us"];
+    let _ = writeln!(
+        out,
+        "  per packet: sent {} pkts{}{}\n  per packet: received {} pkts, released {}, gaps given up {}, held p50 {} µs p99 {} µs max {} µs",
+        d["sent_packets"],
+        if sent.is_empty() { "" } else { ": " },
+        sent.join(", "),
+        d["received_packets"],
+        d["released_packets"],
+        d["skipped"],
+        h["p50"],
+        h["p99"],
+        h["max"],
+    );
 }
 
 /// The MPTCP transport's part: the stream and, on a gateway, its clients.
@@ -307,6 +349,37 @@ pub fn prometheus(v: &Value) -> String {
                 "braid_tunnel_connection_{m}{{peer=\"{}\"}} {}",
                 label(&c["peer"]),
                 c[m].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    let datagram_metrics = [
+        ("sent_packets", "counter"),
+        ("received_packets", "counter"),
+        ("released_packets", "counter"),
+        ("skipped", "counter"),
+        ("ofo_timeouts", "counter"),
+        ("probes", "counter"),
+        ("oversize_on_stream", "counter"),
+    ];
+    for (m, kind) in datagram_metrics {
+        let _ = writeln!(out, "# TYPE braid_tunnel_datagram_{m} {kind}");
+        for c in conns.iter().filter(|c| c["datagram"].is_object()) {
+            let _ = writeln!(
+                out,
+                "braid_tunnel_datagram_{m}{{peer=\"{}\"}} {}",
+                label(&c["peer"]),
+                c["datagram"][m].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    let _ = writeln!(out, "# TYPE braid_tunnel_datagram_hold_us gauge");
+    for c in conns.iter().filter(|c| c["datagram"].is_object()) {
+        for q in ["p50", "p99", "max"] {
+            let _ = writeln!(
+                out,
+                "braid_tunnel_datagram_hold_us{{peer=\"{}\",quantile=\"{q}\"}} {}",
+                label(&c["peer"]),
+                c["datagram"]["hold_us"][q].as_f64().unwrap_or(0.0)
             );
         }
     }
@@ -445,6 +518,46 @@ mod tests {
         );
         assert!(
             m.contains("braid_tunnel_dropped_datagrams_total{reason=\"handshake_failed\"} 1"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn per_packet_counters_in_the_table_and_metrics() {
+        let v = json!({
+            "role": "gateway", "uptime_s": 3.0, "tun": {"name": "braid0"},
+            "drops": {"datagram_truncated": 4, "datagram_replayed": 0},
+            "connections": [{
+                "peer": "a", "conn_id": "0000abcd", "established": true,
+                "datagram": {
+                    "sent_packets": 10, "received_packets": 900, "released_packets": 890,
+                    "skipped": 10, "ofo_timeouts": 3,
+                    "hold_us": {"p50": 100, "p99": 9800, "max": 10_100},
+                    "paths_sent": [{"path": 1, "packets": 10, "lost": 0, "weight": 1.0,
+                                    "stalled": true}],
+                },
+            }],
+        });
+        let t = status_table(&v);
+        assert!(
+            t.contains("datagram_truncated=4") && !t.contains("datagram_replayed"),
+            "{t}"
+        );
+        assert!(
+            t.contains("path 1 10 pkts (lost 0, weight 1.000, STALLED)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("gaps given up 10, held p50 100 µs p99 9800 µs"),
+            "{t}"
+        );
+        let m = prometheus(&v);
+        assert!(
+            m.contains("braid_tunnel_datagram_skipped{peer=\"a\"} 10\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("braid_tunnel_datagram_hold_us{peer=\"a\",quantile=\"p99\"} 9800\n"),
             "{m}"
         );
     }

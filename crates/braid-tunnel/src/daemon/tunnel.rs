@@ -1,16 +1,46 @@
-//! One tunnel connection: the multipath [`Connection`] with PtoS on its sending side and StoP
-//! on its receiving side, and the connection id that prefixes every datagram it sends.
+//! One tunnel connection: the multipath [`Connection`] with its two carriers, the reliable
+//! stream (PtoS on the sending side, StoP on the receiving side) and the per-packet datagrams
+//! ([`PerPacket`]), the classes that pick one per packet, and the connection id that prefixes
+//! every datagram it sends. The client and the gateway drive it the same way.
 //!
-//! The plaintext of a secure data datagram is `connection id (4 bytes, big-endian) ‖ core
-//! datagram`. The client picks a new random id for every connection it starts, so the gateway
-//! can tell a restarted client (new id: new connection) from a re-keyed session of the same
-//! one (same id: same connection), and drop late datagrams of a connection it replaced.
+//! The plaintext of a secure data datagram is `connection id (4 bytes, big-endian) ‖ payload`,
+//! the payload being a core datagram, a per-packet datagram (first byte 0xd1 or 0xd2, see
+//! `braid_hya::wire`) or a liveness probe ([`probe`]). The client picks a new random id for
+//! every connection it starts, so the gateway can tell a restarted client (new id: new
+//! connection) from a re-keyed session of the same one (same id: same connection), and drop
+//! late datagrams of a connection it replaced.
 
 use std::sync::Arc;
 
-use braid_core::{Config, Connection, Instant, PathId, Side};
+use braid_core::{AddrId, Config, Connection, Instant, PathId, Side};
+use serde_json::Value;
 
+use super::perpacket::{PerPacket, PerPacketConfig};
+use super::status;
+use crate::class::{Carrier, Classes};
 use crate::frame::{FrameError, PtoS, PtoSConfig, PushError, StoP};
+
+/// What a tunnel connection is made with, besides its side, time and id.
+#[derive(Debug, Clone)]
+pub struct TunnelConfig {
+    /// The braid core's configuration.
+    pub core: Arc<Config>,
+    /// PtoS batching.
+    pub ptos: PtoSConfig,
+    /// Which carrier takes which packet.
+    pub classes: Arc<Classes>,
+    /// The per-packet carrier.
+    pub per_packet: PerPacketConfig,
+}
+
+/// A datagram to send: its path and the local address (the client's link) it leaves from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Out {
+    /// The path.
+    pub path: PathId,
+    /// The path's local address id.
+    pub local: AddrId,
+}
 
 /// Bytes of the connection id in front of each core datagram.
 pub const CONN_ID_LEN: usize = 4;
@@ -32,21 +62,29 @@ pub struct Tunnel {
     /// The gateway instance the connection was made with (client; see
     /// `Initiator::gateway_instance`).
     pub gateway_instance: Option<u64>,
+    classes: Arc<Classes>,
+    per_packet: PerPacket,
+    /// Scratch: one core datagram.
+    dg: Vec<u8>,
 }
 
 impl Tunnel {
     /// A new connection at `now`.
-    pub fn new(cfg: Arc<Config>, side: Side, now: Instant, id: u32, ptos: PtoSConfig) -> Tunnel {
-        let mtu = ptos.max_packet_len;
+    pub fn new(cfg: &TunnelConfig, side: Side, now: Instant, id: u32) -> Tunnel {
+        let mtu = cfg.ptos.max_packet_len;
+        let max_datagram = cfg.core.max_datagram_size;
         Tunnel {
-            conn: Connection::new(cfg, side, now),
+            conn: Connection::new(cfg.core.clone(), side, now),
             id,
-            ptos: PtoS::new(ptos).expect("checked when the configuration loaded"),
+            ptos: PtoS::new(cfg.ptos).expect("checked when the configuration loaded"),
             stop: StoP::new(mtu),
             read_buf: vec![0; 256 * 1024],
             stop_errors: 0,
             pathless_since: Some(now),
             gateway_instance: None,
+            classes: cfg.classes.clone(),
+            per_packet: PerPacket::new(&cfg.per_packet, side, max_datagram),
+            dg: Vec::with_capacity(2048),
         }
     }
 
@@ -71,11 +109,46 @@ impl Tunnel {
         self.conn.send_buffered() + self.ptos.len() as u64
     }
 
-    /// An IP packet read from the TUN device: into the stream (batched by PtoS).
+    /// An IP packet read from the TUN device: per packet when its class says so (and it fits
+    /// one datagram), else into the stream (batched by PtoS).
     pub fn push(&mut self, now: Instant, packet: &[u8]) -> Result<(), PushError> {
+        if self.classes.carrier(packet) == Carrier::PerPacket
+            && self.per_packet.push(now, &self.conn, packet).is_ok()
+        {
+            return Ok(());
+        }
         self.ptos.push(now, packet)?;
         self.feed(now);
         Ok(())
+    }
+
+    /// A datagram's payload (after the connection id, not a probe) from the peer: a core
+    /// datagram or a per-packet one. Returns the path it authenticated for, whose peer address
+    /// is then the datagram's source.
+    pub fn handle(&mut self, now: Instant, payload: &[u8]) -> Option<PathId> {
+        if payload.first().is_some_and(|b| braid_hya::wire::is_hya(*b)) {
+            return self.per_packet.handle(now, &self.conn, payload);
+        }
+        self.conn.handle_datagram(now, payload).ok()?;
+        braid_core::wire::parse_header(payload)
+            .ok()
+            .map(|(h, _)| h.path)
+    }
+
+    /// The next datagram's plaintext (`connection id ‖ payload`) into `out`: per-packet
+    /// datagrams first, then the core's.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<Out> {
+        out.clear();
+        out.extend_from_slice(&self.id.to_be_bytes());
+        if let Some((path, local)) = self.per_packet.poll_transmit(now, &self.conn, out) {
+            return Some(Out { path, local });
+        }
+        let tx = self.conn.poll_transmit(now, &mut self.dg)?;
+        out.extend_from_slice(&self.dg[..tx.size]);
+        Some(Out {
+            path: tx.path,
+            local: tx.local,
+        })
     }
 
     /// Moves due PtoS batches into the connection, as far as its send buffer takes them.
@@ -94,9 +167,11 @@ impl Tunnel {
         }
     }
 
-    /// Reads the in-order stream and hands every whole packet to `emit`. An invalid packet
-    /// header poisons StoP: the error is returned and the caller must reset the connection.
+    /// Hands every packet received to `emit`: those the reorder buffer released, then the
+    /// in-order stream's whole packets. An invalid packet header poisons StoP: the error is
+    /// returned and the caller must reset the connection.
     pub fn drain(&mut self, mut emit: impl FnMut(&[u8])) -> Result<(), FrameError> {
+        self.per_packet.drain(&mut emit);
         loop {
             let n = self.conn.read(&mut self.read_buf);
             if n == 0 {
@@ -116,25 +191,50 @@ impl Tunnel {
         }
     }
 
-    /// When the connection or PtoS needs to be woken. PtoS's deadline counts only while the
-    /// connection can take bytes (otherwise an acknowledgement wakes the loop).
+    /// When the connection, PtoS or the per-packet carrier needs to be woken. PtoS's
+    /// deadline counts only while the connection can take bytes (otherwise an acknowledgement
+    /// wakes the loop).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let ptos = self
             .ptos
             .poll_timeout()
             .filter(|_| self.conn.send_space() > 0);
-        match (self.conn.poll_timeout(), ptos) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.conn.poll_timeout(),
+            ptos,
+            self.per_packet.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
-    /// Runs the connection's and PtoS's timers due at `now`.
+    /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.conn.poll_timeout().is_some_and(|t| t <= now) {
             self.conn.handle_timeout(now);
         }
+        if self.per_packet.poll_timeout().is_some_and(|t| t <= now) {
+            self.per_packet.handle_timeout(now);
+        }
         self.feed(now);
+    }
+
+    /// The per-packet carrier's drops by reason (`datagram_<reason>`).
+    pub fn per_packet_drops(&self) -> impl Iterator<Item = (String, u64)> + '_ {
+        self.per_packet.drops()
+    }
+
+    /// The connection's status; `addr_of` names a path's current peer address.
+    pub fn status_json(&self, now: Instant, addr_of: impl Fn(PathId) -> Option<String>) -> Value {
+        let mut c = status::connection_json(&self.conn, addr_of);
+        c["conn_id"] = format!("{:08x}", self.id).into();
+        c["pathless_s"] = self.pathless(now).map_or(0.0, |d| d.as_secs_f64()).into();
+        c["framing"] = self.framing_json();
+        if self.classes.uses(Carrier::PerPacket) || self.per_packet.active() {
+            c["datagram"] = self.per_packet.json();
+        }
+        c
     }
 
     /// Counters for the status report.
@@ -188,3 +288,6 @@ pub fn probe_plaintext(id: u32, path: Option<PathId>, out: &mut Vec<u8>) {
         out.extend_from_slice(&p.0.to_be_bytes());
     }
 }
+
+#[cfg(test)]
+mod tests;

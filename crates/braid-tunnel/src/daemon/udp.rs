@@ -14,9 +14,12 @@ use std::task::Poll;
 
 use nix::sys::socket::{setsockopt, sockopt};
 use quinn_udp::{RecvMeta, Transmit, UdpSockRef, UdpSocketState};
+use serde_json::{Map, Value};
 use socket2::{Domain, Protocol, Type};
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
+
+use super::tunnel::{Out, Tunnel};
 
 /// Socket buffers asked for (the kernel caps them at `net.core.{r,w}mem_max` unless root).
 const SOCKET_BUFFER: usize = 4 << 20;
@@ -261,6 +264,166 @@ pub async fn readable(socks: &[Socket], start: usize) -> usize {
         Poll::Pending
     })
     .await
+}
+
+/// Reads what every socket has, starting after the last one that was read, until none has
+/// more or `budget` datagrams were handled; `handle(socket, source, datagram)` for each.
+pub fn recv_all(
+    socks: &mut [Socket],
+    rx: &mut RxBatch,
+    budget: usize,
+    mut handle: impl FnMut(usize, SocketAddr, &[u8]),
+) {
+    let mut handled = 0;
+    loop {
+        let mut any = false;
+        for (i, s) in socks.iter_mut().enumerate() {
+            if s.try_recv(rx) == 0 {
+                continue;
+            }
+            any = true;
+            for (from, dg) in rx.datagrams() {
+                handled += 1;
+                handle(i, from, dg);
+            }
+        }
+        if !any || handled >= budget {
+            return;
+        }
+    }
+}
+
+/// Queues `replies` (socket, destination, datagram) on their sockets.
+pub async fn send_all(
+    socks: &mut [Socket],
+    replies: &mut Vec<(usize, SocketAddr, Vec<u8>)>,
+    drops: &mut Drops,
+) {
+    for (s, to, d) in replies.drain(..) {
+        if let Some(sock) = socks.get_mut(s) {
+            drops.send_errors += sock.send(&d, to).await;
+        }
+    }
+}
+
+/// Sends every datagram of `t`: its plaintext sealed by `seal` (false: no session), out of the
+/// socket and to the address `route` gives for the datagram (none: not sent).
+pub async fn send_tunnel(
+    t: &mut Tunnel,
+    now: braid_core::Instant,
+    bufs: &mut (Vec<u8>, Vec<u8>),
+    socks: &mut [Socket],
+    drops: &mut Drops,
+    mut route: impl FnMut(Out) -> Option<(usize, SocketAddr)>,
+    mut seal: impl FnMut(&[u8], &mut Vec<u8>) -> bool,
+) {
+    let (plain, sealed) = bufs;
+    while let Some(out) = t.poll_transmit(now, plain) {
+        let Some((s, to)) = route(out) else {
+            continue;
+        };
+        let Some(sock) = socks.get_mut(s) else {
+            continue;
+        };
+        if !seal(plain, sealed) {
+            drops.no_session += 1;
+            continue;
+        }
+        drops.send_errors += sock.send(sealed, to).await;
+    }
+}
+
+/// All the secure layer's counters, for the status document's `secure`.
+pub fn secure_json(stats: &crate::secure::Stats) -> Value {
+    stats
+        .iter()
+        .map(|(k, n)| (k.to_string(), Value::from(n)))
+        .collect::<Map<_, _>>()
+        .into()
+}
+
+/// Datagrams and packets the UDP transports dropped, by reason (both roles publish every key).
+#[derive(Debug, Default)]
+pub struct Drops {
+    /// A plaintext too short to hold a connection id.
+    pub short: u64,
+    /// A datagram of a connection that was replaced.
+    pub stale_connection: u64,
+    /// A TUN packet with no connection to take it (client).
+    pub no_connection: u64,
+    /// An inner packet whose source is not among the client's `allowed_ips` (gateway).
+    pub inner_source: u64,
+    /// A TUN packet for an address no connected client owns (gateway).
+    pub no_route: u64,
+    /// A TUN packet refused by PtoS (full buffer or invalid).
+    pub ptos_refused: u64,
+    /// Connections reset because StoP met an invalid packet.
+    pub stop_invalid: u64,
+    /// Datagrams that could not be sealed (no current session).
+    pub no_session: u64,
+    /// Datagrams the socket refused (no route, interface down).
+    pub send_errors: u64,
+}
+
+impl Drops {
+    /// The status document's `drops`: the secure layer's, these, the core's and the
+    /// per-packet carrier's summed over `tunnels`.
+    pub fn json<'a>(
+        &self,
+        sec: &crate::secure::Stats,
+        tunnels: impl Iterator<Item = &'a Tunnel>,
+    ) -> Map<String, Value> {
+        let mut m: Map<String, Value> = crate::secure::DropReason::ALL
+            .iter()
+            .map(|r| (r.name().to_string(), sec.dropped(*r).into()))
+            .collect();
+        for (k, v) in [
+            ("short_plaintext", self.short),
+            ("stale_connection", self.stale_connection),
+            ("no_connection", self.no_connection),
+            ("inner_source", self.inner_source),
+            ("no_route", self.no_route),
+            ("ptos_refused", self.ptos_refused),
+            ("stop_invalid", self.stop_invalid),
+            ("no_session", self.no_session),
+            ("send_errors", self.send_errors),
+        ] {
+            m.insert(k.into(), v.into());
+        }
+        let core = |d: &braid_core::Drops| {
+            [
+                ("core_malformed", d.malformed),
+                ("core_unknown_path", d.unknown_path),
+                ("core_closed_path", d.closed_path),
+                ("core_too_many_paths", d.too_many_paths),
+                ("core_protocol", d.protocol),
+                ("core_closed", d.closed),
+            ]
+            .map(|(k, n)| (k.to_string(), n))
+        };
+        let per_packet = braid_hya::DropReason::ALL
+            .iter()
+            .map(|r| r.name())
+            .chain(["no_path", "queue_full"]);
+        // Every key from the start, so the metrics have every series.
+        for k in core(&braid_core::Drops::default())
+            .map(|(k, _)| k)
+            .into_iter()
+            .chain(per_packet.map(|k| format!("datagram_{k}")))
+        {
+            m.insert(k, 0u64.into());
+        }
+        for t in tunnels {
+            for (k, n) in core(&t.conn.stats().dropped)
+                .into_iter()
+                .chain(t.per_packet_drops())
+            {
+                let v = m.entry(k).or_insert(Value::from(0u64));
+                *v = (v.as_u64().unwrap_or(0) + n).into();
+            }
+        }
+        m
+    }
 }
 
 #[cfg(test)]

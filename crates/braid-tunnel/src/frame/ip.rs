@@ -118,6 +118,25 @@ pub fn validate_packet(packet: &[u8], max_len: usize) -> Result<(), FrameError> 
     }
 }
 
+/// The source address of an IP packet (`None`: too short or not IPv4/IPv6).
+pub fn source(p: &[u8]) -> Option<std::net::IpAddr> {
+    address(p, 12, 8)
+}
+
+/// The destination address of an IP packet (`None`: too short or not IPv4/IPv6).
+pub fn destination(p: &[u8]) -> Option<std::net::IpAddr> {
+    address(p, 16, 24)
+}
+
+/// The address at byte `v4` of an IPv4 header or `v6` of an IPv6 one.
+fn address(p: &[u8], v4: usize, v6: usize) -> Option<std::net::IpAddr> {
+    match p.first()? >> 4 {
+        4 => Some(<[u8; 4]>::try_from(p.get(v4..v4 + 4)?).ok()?.into()),
+        6 => Some(<[u8; 16]>::try_from(p.get(v6..v6 + 16)?).ok()?.into()),
+        _ => None,
+    }
+}
+
 fn be16(bytes: &[u8], at: usize) -> Option<usize> {
     let b = bytes.get(at..at + 2)?;
     Some(usize::from(u16::from_be_bytes([b[0], b[1]])))
@@ -162,6 +181,25 @@ mod tests {
                 max: 1500
             })
         );
+    }
+
+    #[test]
+    fn source_and_destination_of_both_families() {
+        let mut v4 = vec![0u8; 20];
+        v4[0] = 0x45;
+        v4[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        v4[16..20].copy_from_slice(&[10, 0, 0, 2]);
+        assert_eq!(source(&v4), Some("10.0.0.1".parse().unwrap()));
+        assert_eq!(destination(&v4), Some("10.0.0.2".parse().unwrap()));
+        assert_eq!(destination(&v4[..19]), None);
+        let mut v6 = vec![0u8; 40];
+        v6[0] = 0x60;
+        v6[23] = 1;
+        v6[39] = 2;
+        assert_eq!(source(&v6), Some("::1".parse().unwrap()));
+        assert_eq!(destination(&v6), Some("::2".parse().unwrap()));
+        assert_eq!(source(&[0x50; 40]), None);
+        assert_eq!(source(&[]), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@ pub mod ip;
 mod ptos;
 mod stop;
 
-pub use ip::{FrameError, packet_len, validate_packet};
+pub use ip::{FrameError, destination, packet_len, source, validate_packet};
 pub use ptos::{ConfigError, PtoS, PtoSConfig, PtoSStats, PushError, SEGMENT_PAYLOAD_003};
 pub use stop::{StoP, StoPStats};
 

@@ -854,3 +854,117 @@ pub fn cpu_seconds() -> f64 {
     // Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the command name.
     (ticks(11) + ticks(12)) / 100.0
 }
+
+/// What a [`cbr_between`] receiver saw.
+pub struct CbrRecv {
+    /// (sequence number, arrival since the flow's start, one-way delay) of each packet.
+    pub got: Vec<(u32, Duration, Duration)>,
+    /// Packets whose bytes were not the ones sent.
+    pub corrupt: u64,
+}
+
+impl CbrRecv {
+    /// The longest time between two arrivals.
+    pub fn longest_gap(&self) -> Duration {
+        self.got
+            .windows(2)
+            .map(|w| w[1].1.saturating_sub(w[0].1))
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// Packets that arrived after one with a higher sequence number.
+    pub fn behind(&self) -> u64 {
+        let mut max = None;
+        let mut n = 0;
+        for g in &self.got {
+            if max.is_some_and(|m| g.0 < m) {
+                n += 1;
+            }
+            max = max.max(Some(g.0));
+        }
+        n
+    }
+
+    /// Distinct sequence numbers received.
+    pub fn distinct(&self) -> usize {
+        let mut s: Vec<u32> = self.got.iter().map(|g| g.0).collect();
+        s.sort_unstable();
+        s.dedup();
+        s.len()
+    }
+}
+
+/// A CBR packet's bytes: its sequence number, then a pattern of it.
+fn cbr_packet(seq: u32, size: usize, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&seq.to_be_bytes());
+    out.extend((4..size).map(|i| (seq as usize).wrapping_mul(31).wrapping_add(i) as u8));
+}
+
+/// A constant-bit-rate UDP flow from namespace `from` to `to_addr` (a socket address inside
+/// namespace `to`): `pps` packets of `size` bytes for `dur`, each packet's bytes a function
+/// of its sequence number, checked on arrival. The sender returns how many it sent.
+pub fn cbr_between(
+    from: &NetNs,
+    to: &NetNs,
+    to_addr: &str,
+    pps: u32,
+    size: usize,
+    dur: Duration,
+) -> (JoinHandle<u32>, JoinHandle<CbrRecv>) {
+    let dst: SocketAddr = to_addr.parse().expect("a socket address");
+    let bind = SocketAddr::new(
+        if dst.is_ipv4() {
+            std::net::Ipv4Addr::UNSPECIFIED.into()
+        } else {
+            std::net::Ipv6Addr::UNSPECIFIED.into()
+        },
+        dst.port(),
+    );
+    let rx = to.run(move || UdpSocket::bind(bind).unwrap());
+    rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    socket2::SockRef::from(&rx)
+        .set_recv_buffer_size(4 << 20)
+        .unwrap();
+    let tx = from.run(move || UdpSocket::bind(SocketAddr::new(bind.ip(), 0)).unwrap());
+    let t0 = Instant::now();
+    let gap = Duration::from_secs(1) / pps;
+    let recv = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        let mut want = Vec::new();
+        let mut out = CbrRecv {
+            got: Vec::new(),
+            corrupt: 0,
+        };
+        while let Ok(n) = rx.recv(&mut buf) {
+            let now = t0.elapsed();
+            if n < 4 {
+                out.corrupt += 1;
+                continue;
+            }
+            let seq = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+            cbr_packet(seq, n, &mut want);
+            if n != size || buf[..n] != want[..] {
+                out.corrupt += 1;
+                continue;
+            }
+            out.got.push((seq, now, now.saturating_sub(gap * seq)));
+        }
+        out
+    });
+    let send = std::thread::spawn(move || {
+        let n = (dur.as_secs_f64() * f64::from(pps)) as u32;
+        let mut pkt = Vec::new();
+        for seq in 0..n {
+            let at = t0 + gap * seq;
+            if let Some(d) = at.checked_duration_since(Instant::now()) {
+                std::thread::sleep(d);
+            }
+            cbr_packet(seq, size, &mut pkt);
+            let _ = tx.send_to(&pkt, dst);
+        }
+        n
+    });
+    (send, recv)
+}

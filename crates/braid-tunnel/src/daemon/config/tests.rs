@@ -31,7 +31,7 @@ fn a_minimal_client_config_loads_with_defaults() {
     // A backup link makes `auto` the backup mode.
     assert_eq!(c.pm_config().unwrap().mode, braid_pm::Mode::Backup);
     // The core datagram leaves room for UDP/IPv4, the secure header and tag, the id.
-    let core = c.core_config(1472).unwrap();
+    let core = c.tunnel_config().unwrap().core;
     assert_eq!(core.max_datagram_size, 1472 - 29 - 4);
 }
 
@@ -135,4 +135,184 @@ fn a_key_file_is_the_bare_key_or_what_braid_keygen_prints() {
         let e = read(&bad).unwrap_err();
         assert!(!e.contains('\n'), "{e}");
     }
+}
+
+#[test]
+fn datagram_transport_ratios_and_classes() {
+    let datagram = client_toml().replace(
+        "[tun]",
+        "transport = \"datagram\"\n[datagram]\nratio = \"2:1\"\nofo_timeout_us = 5000\n[tun]",
+    );
+    let c = ClientConfig::parse(&datagram, []).unwrap();
+    let t = c.tunnel_config().unwrap();
+    assert_eq!(t.classes.default, Carrier::PerPacket);
+    assert_eq!(t.per_packet.sender.weights, Weights::Fixed(vec![2, 1]));
+    assert_eq!(
+        t.per_packet.receiver.reorder.ofo_timeout,
+        Duration::from_millis(5)
+    );
+    // The default MTU (1400) fits one datagram with IPv4 links (1422).
+    assert!(t.classes.rules.is_empty());
+    // Unset: equal weights for however many links.
+    let equal = datagram.replace("ratio = \"2:1\"\n", "");
+    let t = ClientConfig::parse(&equal, [])
+        .unwrap()
+        .tunnel_config()
+        .unwrap();
+    assert_eq!(t.per_packet.sender.weights, Weights::Fixed(vec![1, 1]));
+    let auto = datagram.replace("\"2:1\"", "\"auto\"");
+    let t = ClientConfig::parse(&auto, [])
+        .unwrap()
+        .tunnel_config()
+        .unwrap();
+    assert_eq!(t.per_packet.sender.weights, Weights::Measured);
+
+    // A class rule: UDP port 5004 per packet, the rest on the stream.
+    let classes = format!(
+        "{}\n[[class]]\ntransport = \"datagram\"\nprotocol = \"udp\"\nport = 5004\n[[class]]\ntransport = \"datagram\"\ndscp = \"ef\"\nport = \"16384-32767\"\n",
+        client_toml()
+    );
+    let t = ClientConfig::parse(&classes, [])
+        .unwrap()
+        .tunnel_config()
+        .unwrap();
+    assert_eq!(t.classes.default, Carrier::Stream);
+    assert_eq!(t.classes.rules.len(), 2);
+    assert_eq!(t.classes.rules[0].protocol, Some(17));
+    assert_eq!(t.classes.rules[0].ports, Some(5004..=5004));
+    assert_eq!(t.classes.rules[1].dscp, Some(46));
+    // … and from the environment.
+    let env = [("BRAID_TUNNEL_CLASS_0_PORT", "5006")].map(|(k, v)| (k.to_string(), v.to_string()));
+    let t = ClientConfig::parse(&classes, env)
+        .unwrap()
+        .tunnel_config()
+        .unwrap();
+    assert_eq!(t.classes.rules[0].ports, Some(5006..=5006));
+}
+
+#[test]
+fn datagram_and_class_errors_are_one_line_and_name_the_key() {
+    let with = |top: &str, tail: &str| {
+        let text = format!(
+            "{}\n{tail}",
+            client_toml().replace("[tun]", &format!("{top}\n[tun]"))
+        );
+        ClientConfig::parse(&text, []).unwrap_err().0
+    };
+    let cases = [
+        (with("transport = \"carrier-pigeon\"", ""), "transport"),
+        (
+            with("[datagram]\nratio = \"2:0\"", ""),
+            "datagram.ratio: a weight of 0",
+        ),
+        (
+            with("[datagram]\nratio = \"2:1:1\"", ""),
+            "datagram.ratio: `2:1:1` has 3 weights for 2 links",
+        ),
+        (
+            with("[datagram]\nratio = \"fast\"", ""),
+            "datagram.ratio: `fast` is not a ratio",
+        ),
+        (
+            with("[datagram]\nstall_ms = 0", ""),
+            "datagram.stall_ms: must be at least 1",
+        ),
+        (
+            with("[datagram]\nofo_timeout_us = 99999999", ""),
+            "datagram.ofo_timeout_us:",
+        ),
+        (
+            with("", "[[class]]\ntransport = \"datagram\"\nport = \"50x\""),
+            "class[0].port: `50x`",
+        ),
+        (
+            with(
+                "",
+                "[[class]]\ntransport = \"datagram\"\nprotocol = \"udpp\"",
+            ),
+            "class[0].protocol: `udpp`",
+        ),
+        (
+            with("", "[[class]]\ntransport = \"datagram\"\ndscp = 64"),
+            "class[0].dscp: `64`",
+        ),
+        (
+            with("", "[[class]]\ntransport = \"datagram\""),
+            "class[0]: give at least one of",
+        ),
+        (
+            with("", "[[class]]\ntransport = \"mptcp\"\nport = 1"),
+            "class[0].transport: mptcp",
+        ),
+        (
+            with("", "[[class]]\ntransport = \"datagram\"\nprot = 1"),
+            "class",
+        ),
+        (
+            with(
+                "transport = \"mptcp\"",
+                "[[class]]\ntransport = \"datagram\"\nport = 1",
+            ),
+            "class: per-flow classes need",
+        ),
+    ];
+    for (e, want) in &cases {
+        assert!(e.contains(want), "{e} (wanted {want})");
+        assert!(!e.contains('\n'), "{e}");
+    }
+    // An MTU over what one datagram carries, with every packet per packet.
+    let big = client_toml().replace("[tun]", "transport = \"datagram\"\n[tun]\nmtu = 1500");
+    let e = ClientConfig::parse(&big, []).unwrap_err().0;
+    assert!(
+        e.starts_with("tun.mtu: 1500 is more than one datagram carries"),
+        "{e}"
+    );
+    assert!(e.contains("1422"), "{e}");
+    // Unknown transport on a gateway too.
+    let gw = format!(
+        "private_key = \"{KEY_B}\"\nlisten = [\"0.0.0.0:7000\"]\ntransport = \"udp\"\n[tun]\naddress = \"10.200.0.1/24\"\n"
+    );
+    let e = GatewayConfig::parse(&gw, []).unwrap_err().0;
+    assert!(e.contains("transport") && e.contains("udp"), "{e}");
+}
+
+/// The shipped examples load (with a key in place of the key file), with their commented
+/// alternatives too.
+#[test]
+fn the_dist_examples_load() {
+    let dist = |f: &str| {
+        let path = format!("{}/../../dist/{f}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let key = text
+            .lines()
+            .find(|l| l.starts_with("private_key_file"))
+            .unwrap()
+            .to_string();
+        text.replace(&key, &format!("private_key = \"{KEY_A}\""))
+            .replace("REPLACE-WITH-THE-GATEWAY-PUBLIC-KEY=", KEY_B)
+            .replace("REPLACE-WITH-THE-CLIENT-PUBLIC-KEY=", KEY_B)
+    };
+    let client = dist("tunnel-client.toml");
+    ClientConfig::parse(&client, []).unwrap();
+    let datagram = client.replacen("# transport = \"datagram\"", "transport = \"datagram\"", 1);
+    let t = ClientConfig::parse(&datagram, [])
+        .unwrap()
+        .tunnel_config()
+        .unwrap();
+    assert_eq!(t.classes.default, Carrier::PerPacket);
+    let classes = client
+        .replace("# [[class]]", "[[class]]")
+        .replace(
+            "# transport = \"datagram\"   #",
+            "transport = \"datagram\"   #",
+        )
+        .replace("# protocol", "protocol")
+        .replace("# port", "port")
+        .replace("# dscp", "dscp");
+    let t = ClientConfig::parse(&classes, [])
+        .unwrap()
+        .tunnel_config()
+        .unwrap();
+    assert_eq!(t.classes.rules.len(), 1);
+    GatewayConfig::parse(&dist("tunnel-gateway.toml"), []).unwrap();
 }
