@@ -474,13 +474,6 @@ impl Client {
         }
     }
 
-    fn gateway_endpoint(&self) -> pm::Endpoint {
-        pm::Endpoint {
-            id: pm::AddrId(0),
-            addr: Some(self.links[0].gateway),
-        }
-    }
-
     /// The link for the secure layer's own datagrams: the first that is up.
     fn primary(&self) -> usize {
         self.links.iter().position(|l| l.up).unwrap_or(0)
@@ -546,13 +539,7 @@ impl Client {
         self.pm.conn_no += 1;
         self.connections += 1;
         info!(conn = format!("{id:08x}"), link = %self.links[first].name, "new connection");
-        let e = pm::Event::ConnectionCreated {
-            conn: self.pm.conn(),
-            local: self.endpoint(first),
-            remote: self.gateway_endpoint(),
-            iface: Some(pm::IfaceId(first as u32)),
-            initiator: true,
-        };
+        let e = self.pm.created(&self.links, first as u8);
         self.pm.event(now, &e);
     }
 

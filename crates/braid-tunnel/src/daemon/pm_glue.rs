@@ -1,12 +1,11 @@
-//! The client's glue between its connection and the path manager (braid-pm), as the simulator
-//! has it: the connection's events become path-manager events, the manager's commands are
-//! executed on the connection, until neither has more. The only place the daemon translates
-//! between the two.
+//! The client's glue between its connection and the path manager (braid-pm): the connection's
+//! events become path-manager events and the manager's commands are executed on the connection
+//! by `braid_pm::ConnAdapter`, the same binding the simulator uses.
 
 use std::net::SocketAddr;
 
-use braid_core::{AddrId, Connection, Event, Instant, PathId};
-use braid_pm::{self as pm, PathManager};
+use braid_core::{AddrId, Connection, Instant};
+use braid_pm::{self as pm, ConnAdapter, PathManager};
 use tracing::debug;
 
 use super::links::Link;
@@ -29,143 +28,48 @@ impl Pm {
         self.manager.handle_event(now, e);
     }
 
-    /// Connection events to the manager, its commands to the connection (as the simulator's
-    /// `run_pm`). `first` is the link of the connection's first path.
-    pub fn run(
-        &mut self,
-        now: Instant,
-        mut conn: Option<&mut Connection>,
-        links: &[Link],
-        first: u8,
-    ) {
-        let conn_id = self.conn();
-        loop {
-            let mut progress = false;
-            if let Some(conn) = conn.as_deref_mut() {
-                while let Some(e) = conn.poll_event() {
-                    progress = true;
-                    debug!(?e, "connection event");
-                    if let Some(pe) = translate(conn_id, &e, links, first) {
-                        self.manager.handle_event(now, &pe);
-                    }
-                }
-            }
-            while let Some(c) = self.manager.poll_command() {
-                progress = true;
-                if c.conn() == conn_id
-                    && let Some(conn) = conn.as_deref_mut()
-                {
-                    self.execute(now, conn, links, c);
-                }
-            }
-            if !progress {
-                break;
-            }
-        }
+    /// The event that tells the manager of a new connection whose first path is on link
+    /// `first`.
+    pub fn created(&self, links: &[Link], first: u8) -> pm::Event {
+        adapter(self.conn(), links, first).created(AddrId(first))
     }
 
-    fn execute(&mut self, now: Instant, conn: &mut Connection, links: &[Link], c: pm::Command) {
-        debug!(?c, "path manager command");
-        match c {
-            pm::Command::CreateSubflow {
-                iface,
-                local,
-                remote,
-                backup,
-                ..
-            } => {
-                let l = usize::from(local.id.0);
-                let opened = links.get(l).is_some_and(|l| l.up)
-                    && conn
-                        .open_path(now, AddrId(local.id.0), AddrId(remote.id.0), backup)
-                        .is_ok();
-                if !opened {
-                    // Refused: the manager forgets the request and asks again later.
-                    let e = pm::Event::SubflowClosed {
-                        conn: self.conn(),
-                        subflow: None,
-                        iface: Some(iface),
-                    };
-                    self.manager.handle_event(now, &e);
-                }
+    /// Connection events to the manager, its commands to the connection, until neither has
+    /// more (through `braid_pm::ConnAdapter`, the binding the simulator uses too). `first` is
+    /// the link of the connection's first path. Without a connection the manager's commands
+    /// for it are dropped: it asks again once there is one.
+    pub fn run(&mut self, now: Instant, conn: Option<&mut Connection>, links: &[Link], first: u8) {
+        let Some(conn) = conn else {
+            while let Some(c) = self.manager.poll_command() {
+                debug!(?c, "path manager command without a connection");
             }
-            pm::Command::RemoveSubflow { subflow, .. } => {
-                let _ = conn.close_path(PathId(subflow.0 as u32));
-            }
-            pm::Command::SetBackup {
-                subflow, backup, ..
-            } => {
-                let _ = conn.set_backup(PathId(subflow.0 as u32), backup);
-            }
-            pm::Command::AnnounceAddr { local, .. } => {
-                if let Some(addr) = local.addr {
-                    conn.announce_addr(AddrId(local.id.0), addr, false);
-                }
-            }
-            pm::Command::WithdrawAddr { id, .. } => conn.remove_local_addr(AddrId(id.0)),
-        }
+            return;
+        };
+        let a = adapter(self.conn(), links, first);
+        a.pump(
+            now,
+            conn,
+            &mut self.manager,
+            |l| links.get(usize::from(l.0)).is_some_and(|l| l.up),
+            |applied| debug!(?applied, "path manager command"),
+        );
     }
 }
 
-/// The connection's events as the path manager sees them (seed 000 Table I), as in the
-/// simulator.
-fn translate(conn: pm::ConnId, e: &Event, links: &[Link], first: u8) -> Option<pm::Event> {
-    let endpoint = |i: u8| pm::Endpoint {
-        id: pm::AddrId(i),
-        addr: links
-            .get(usize::from(i))
-            .map(|l| SocketAddr::new(l.local_ip(), 0)),
-    };
+/// The adapter for connection `conn`: local address i is link i's, the gateway's is id 0.
+fn adapter(conn: pm::ConnId, links: &[Link], first: u8) -> ConnAdapter {
     let gateway = pm::Endpoint {
         id: pm::AddrId(0),
         addr: links.first().map(|l| l.gateway),
     };
-    Some(match *e {
-        Event::PathEstablished {
-            path,
-            local,
-            remote,
-            backup,
-        } => pm::Event::SubflowEstablished {
-            conn,
-            subflow: pm::SubflowId(u64::from(path.0)),
-            iface: Some(pm::IfaceId(u32::from(local.0))),
-            local: endpoint(local.0),
-            remote: pm::Endpoint {
-                id: pm::AddrId(remote.0),
-                addr: None,
-            },
-            backup,
-        },
-        Event::Connected => pm::Event::ConnectionEstablished {
-            conn,
-            subflow: Some(pm::SubflowId(0)),
-            local: endpoint(first),
-            remote: gateway,
-            iface: Some(pm::IfaceId(u32::from(first))),
-        },
-        Event::PathClosed { path, local, .. } => pm::Event::SubflowClosed {
-            conn,
-            subflow: Some(pm::SubflowId(u64::from(path.0))),
-            iface: Some(pm::IfaceId(u32::from(local.0))),
-        },
-        Event::PathPriority { path, backup, .. } => pm::Event::SubflowPriority {
-            conn,
-            subflow: pm::SubflowId(u64::from(path.0)),
-            backup,
-        },
-        Event::PeerAddrAnnounced { id, addr, .. } => pm::Event::AddrAnnounced {
-            conn,
-            remote: pm::Endpoint {
-                id: pm::AddrId(id.0),
-                addr: Some(addr),
-            },
-        },
-        Event::PeerAddrRemoved { id } => pm::Event::AddrRemoved {
-            conn,
-            id: pm::AddrId(id.0),
-        },
-        Event::Closed { .. } => pm::Event::ConnectionClosed { conn },
-        _ => return None,
-    })
+    let mut a = ConnAdapter::new(conn, gateway);
+    for (i, l) in links.iter().enumerate() {
+        if let Ok(i) = u8::try_from(i) {
+            a.set_local(AddrId(i), Some(SocketAddr::new(l.local_ip(), 0)));
+        }
+    }
+    // Records the first path's address (the manager saw the event when the connection was
+    // opened: `Pm::created`).
+    let _ = a.created(AddrId(first));
+    a
 }
