@@ -288,6 +288,38 @@ mod tests {
     }
 
     #[test]
+    fn each_connection_drains_on_its_own_and_a_vanished_socket_is_not_lost_data() {
+        let mut d = Drain::new(Some(32_768));
+        let (l, r) = (sa("10.0.1.1:40000"), sa("10.0.9.2:5201"));
+        let l2 = sa("10.0.1.1:40002");
+        d.remove(SubflowId(1), Token(1), l, r, false, Instant::ZERO);
+        d.remove(SubflowId(2), Token(2), l2, r, false, Instant::ZERO);
+        // Connection 1 drained, connection 2 not; the link is gone but no socket is listed
+        // (the kernel already dropped it): nothing known lost, connection 2 waits.
+        let k = KernelState {
+            conns: &[info(1, 100), info(2, 1 << 20)],
+            sockets: &[],
+        };
+        let ops = d.check(&k, |_| true);
+        assert_eq!(
+            ops,
+            vec![KernelOp::SubflowDestroy {
+                token: Token(1),
+                local: l,
+                remote: r
+            }]
+        );
+        assert_eq!(d.parked().len(), 1);
+        assert!(d.is_parked(SubflowId(2)));
+        assert_eq!((d.stats.destroyed_drained, d.stats.destroyed_lost), (1, 0));
+        // The connection closing forgets its parked subflows without counting them as
+        // closed by the kernel one by one.
+        assert!(d.closed(Token(2), None));
+        assert!(d.parked().is_empty());
+        assert_eq!(d.stats.closed_by_kernel, 0);
+    }
+
+    #[test]
     fn without_draining_a_removal_destroys_at_once() {
         let mut d = Drain::new(None);
         let (l, r) = (sa("10.0.1.1:40000"), sa("10.0.9.2:5201"));
