@@ -23,8 +23,9 @@
 //! few retransmission timeouts, `mptcp_pm_subflow_chk_stale()`), which re-sends the same
 //! queue later.
 //!
-//! The policy (`braid_pm::Manager`) has forgotten the subflow at step 1; the bridge keeps its
-//! kernel events from reaching the policy.
+//! The policy (`braid_pm::Manager`) has forgotten the subflow at step 1: the kernel's later
+//! events for it (SUB_PRIORITY after the flag, SUB_CLOSED after the destroy) name a subflow
+//! the policy no longer holds, and it ignores them.
 
 use braid_core::Instant;
 use braid_mptcp::{MptcpInfo, TcpState, Token};
