@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 mod client;
+pub mod diag;
 pub mod genl;
 pub mod netns;
 mod nl;
@@ -33,6 +34,7 @@ pub mod rtmon;
 use std::io;
 
 pub use client::{PmClient, PmEvents};
+pub use diag::{MptcpDiag, MptcpInfo, TcpState};
 pub use genl::{
     AddrFlags, ConnInfo, Endpoint, ParseError, PmAddr, PmCommand, PmEvent, Reset, SubflowInfo,
     Token,

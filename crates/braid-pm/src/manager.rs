@@ -582,6 +582,9 @@ impl Manager {
         let known = subflow.and_then(|id| c.subflows.iter().position(|s| s.id == Some(id)));
         let iface = match known {
             Some(i) => Some(c.subflows.remove(i).iface),
+            // A subflow the policy removed itself (its close confirms the removal): nothing
+            // to forget, nothing to reopen.
+            None if subflow.is_some() => return,
             None => {
                 // A request that never got an id: forget one pending request of the interface.
                 if let Some(i) = iface

@@ -28,9 +28,9 @@ alpha = 1.0
 /// interface going down destroys its subflow.
 #[test]
 fn rss_drives_kernel_subflows() {
-    if !require_root() {
+    let Some(_alone) = timing_test() else {
         return;
-    }
+    };
     let t = Topo::new("bpm1", [20, 20], false);
     t.userspace_pm();
     let d = Daemon::braid_pm(&t.client, CROSS);
@@ -168,38 +168,61 @@ fn refuses_without_the_userspace_path_manager() {
     );
 }
 
-/// One transfer through a link that fails after `before_failure`; returns the longest stall
-/// from 0.5 s before the failure to 3 s after, and whether every byte arrived intact.
-fn stall_at_failure(t: &Topo, before_failure: impl FnOnce()) -> (Duration, bool) {
+/// What the application saw around a link failure.
+#[derive(Debug, Clone, Copy)]
+struct Outcome {
+    /// Longest interval without data, from 0.5 s before the link went silent to 3 s after
+    /// its interface went down.
+    gap: Duration,
+    /// Every byte arrived, in order, and the sender was never stuck.
+    intact: bool,
+}
+
+/// One transfer over c1 and c2 in which c1 fails: `before_failure` runs 1.5 s into the
+/// transfer, then c1 drops everything for `silent` (the radio is gone, nobody has said so
+/// yet), then its interface goes down.
+fn failure(t: &Topo, opts: SendOpts, silent: Duration, before_failure: impl FnOnce()) -> Outcome {
     let rx = receiver(&t.server, 5201);
     let stop = Arc::new(AtomicBool::new(false));
-    let tx = sender(
+    let tx = sender_with(
         &t.client,
         format!("{SERVER}:5201").parse().unwrap(),
         stop.clone(),
+        opts,
     );
     std::thread::sleep(Duration::from_millis(1500));
     before_failure();
-    let failed_at = std::time::Instant::now();
+    let silent_at = std::time::Instant::now();
+    if !silent.is_zero() {
+        sh(&t.client, "iptables -A OUTPUT -o c1 -j DROP");
+        sh(&t.client, "iptables -A INPUT -i c1 -j DROP");
+        std::thread::sleep(silent);
+    }
+    let down_at = std::time::Instant::now();
     sh(&t.client, "ip link set c1 down");
     std::thread::sleep(Duration::from_secs(4));
     stop.store(true, Ordering::Relaxed);
     let sent = tx.join().expect("sender");
     let got = rx.join().expect("receiver");
-    let fail = failed_at - got.start;
+    let (from, to) = (
+        silent_at.saturating_duration_since(got.start),
+        down_at.saturating_duration_since(got.start),
+    );
     let gap = got.max_gap(
-        fail.saturating_sub(Duration::from_millis(500)),
-        fail + Duration::from_secs(3),
+        from.saturating_sub(Duration::from_millis(500)),
+        to + Duration::from_secs(3),
     );
     if std::env::var_os("BRAID_TEST_TRACE").is_some() {
         let mut bins = std::collections::BTreeMap::new();
         for &(t, n) in &got.reads {
             *bins.entry(t.as_millis() / 100).or_insert(0usize) += n;
         }
-        eprintln!("failure at {:?}; bytes per 100 ms: {bins:?}", fail);
+        eprintln!("silent at {from:?}, down at {to:?}; bytes per 100 ms: {bins:?}");
     }
-    let intact = !sent.aborted && got.sha256 == sent.sha256 && got.bytes == sent.bytes;
-    (gap, intact)
+    Outcome {
+        gap,
+        intact: !sent.aborted && got.sha256 == sent.sha256 && got.bytes == sent.bytes,
+    }
 }
 
 /// The number of MPTCP subflows (TCP sockets with the mptcp ULP) in the client namespace.
@@ -210,59 +233,222 @@ fn subflow_count(t: &Topo) -> usize {
         .count()
 }
 
-/// The longest stall the application sees when the link carrying its data fails: braid pm
-/// with the signal falling before the failure, the kernel's in-kernel path manager, and
-/// mptcpd's sspi plugin, on the same topology. Each has a second subflow on c2 before c1
-/// fails.
-#[test]
-fn link_failure_stall_braid_pm_vs_kernel_vs_mptcpd() {
-    if !require_root() {
-        return;
-    }
-    // braid pm, cross-layer: the signal of c1 fades 1 s before the link fails.
-    let t = Topo::new("bpm4a", [20, 20], true);
+/// [`failure`] with braid pm (cross-layer): with `warned`, c1's signal falls below T 1 s
+/// before the link goes silent (seed 000's case: the radio fades before it breaks).
+fn braid_pm_failure(
+    prefix: &str,
+    rate_mbit: [u32; 2],
+    opts: SendOpts,
+    silent: Duration,
+    warned: bool,
+) -> (Outcome, Drained) {
+    let t = Topo::new(prefix, rate_mbit, true);
     t.userspace_pm();
     let d = Daemon::braid_pm(&t.client, CROSS);
     d.rssi("c1", -60.0);
     d.rssi("c2", -60.0);
-    let mut braid_subflows = 0;
-    let (braid_gap, ok) = stall_at_failure(&t, || {
-        braid_subflows = subflow_count(&t);
-        d.rssi("c1", -90.0);
-        std::thread::sleep(Duration::from_secs(1));
+    let mut subflows = 0;
+    let o = failure(&t, opts, silent, || {
+        subflows = subflow_count(&t);
+        if warned {
+            d.rssi("c1", -90.0);
+            std::thread::sleep(Duration::from_secs(1));
+        }
     });
-    assert_eq!(
-        braid_subflows, 2,
-        "braid pm: two subflows before the failure"
-    );
-    assert!(ok, "braid pm: the file arrived intact");
-    drop(d);
-    drop(t);
+    assert_eq!(subflows, 2, "braid pm: two subflows before the failure");
+    let st = d.status();
+    assert_eq!(st["stats"]["kernel_request_errors"], 0, "{st:#}");
+    let n = |k: &str| {
+        st["stats"][k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k}: {st:#}"))
+    };
+    let drained = Drained {
+        after_drain: n("drain_destroyed"),
+        lost: n("drain_destroyed_lost"),
+        max_unacked: n("drain_max_unacked_at_destroy"),
+    };
+    (o, drained)
+}
 
-    // The in-kernel path manager with a subflow endpoint on c2.
-    let t = Topo::new("bpm4b", [20, 20], true);
+/// How braid pm took c1's subflow out (its `status` counters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Drained {
+    /// Destroyed once the connection had drained.
+    after_drain: u64,
+    /// Destroyed at once: the link was gone with data on the subflow.
+    lost: u64,
+    /// The most bytes not DATA_ACKed at a drained destroy (what the kernel re-sent).
+    max_unacked: u64,
+}
+
+/// [`failure`] with the in-kernel path manager (a subflow endpoint on c2).
+fn kernel_pm_failure(
+    prefix: &str,
+    rate_mbit: [u32; 2],
+    opts: SendOpts,
+    silent: Duration,
+) -> Outcome {
+    let t = Topo::new(prefix, rate_mbit, true);
     sh(&t.client, "sysctl -qw net.mptcp.path_manager=kernel");
     sh(
         &t.client,
         "ip mptcp limits set subflows 8 add_addr_accepted 8",
     );
     sh(&t.client, "ip mptcp endpoint add 10.0.2.1 dev c2 subflow");
-    let mut kernel_subflows = 0;
-    let (kernel_gap, kernel_ok) = stall_at_failure(&t, || {
-        kernel_subflows = subflow_count(&t);
-    });
-    assert_eq!(
-        kernel_subflows, 2,
-        "in-kernel PM: two subflows before the failure"
-    );
-    drop(t);
+    let mut subflows = 0;
+    let o = failure(&t, opts, silent, || subflows = subflow_count(&t));
+    assert_eq!(subflows, 2, "in-kernel PM: two subflows before the failure");
+    o
+}
 
+fn median(v: &[Duration]) -> Duration {
+    let mut v = v.to_vec();
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms_list(v: &[Duration]) -> String {
+    v.iter()
+        .map(|d| format!("{:.1}", d.as_secs_f64() * 1e3))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The tests of this file that time a transfer run one at a time (the test harness runs
+/// tests in parallel): a concurrent transfer would share the cores with the measured one.
+static TIMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// For a timing test: `None` when namespace tests are skipped ([`require_root`]), else the
+/// guard that keeps the other timing tests waiting.
+fn timing_test() -> Option<std::sync::MutexGuard<'static, ()>> {
+    if !require_root() {
+        return None;
+    }
+    Some(TIMING.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+const REPS: usize = 3;
+/// The bulk case: its two path managers are closer, five runs each.
+const BULK_REPS: usize = 5;
+
+/// Seed 000's case (SPEC E7) on the kernel: a 4 Mbit/s CBR stream over two 15 Mbit/s links;
+/// c1's signal fades (braid pm only: the in-kernel path manager has no signal input), 1 s
+/// later c1 drops everything for 1 s, then its interface goes down. braid pm moves the
+/// stream off c1 (MP_PRIO backup) before it is silent and destroys c1's subflow once nothing
+/// is left to re-send; the in-kernel path manager keeps sending on c1 until its
+/// retransmissions time out. Asserted per run: braid pm ≤ 100 ms and ≥ 5× below the
+/// in-kernel PM, both streams intact.
+#[test]
+fn e7_shape_cbr_over_a_silent_link_braid_pm_vs_in_kernel_pm() {
+    let Some(_alone) = timing_test() else {
+        return;
+    };
+    let cbr = SendOpts {
+        cbr: Some((4e6, 1200)),
+        ..SendOpts::default()
+    };
+    let silent = Duration::from_secs(1);
+    let (mut braid, mut kernel) = (Vec::new(), Vec::new());
+    for rep in 0..REPS {
+        let (b, drained) = braid_pm_failure(&format!("bpa{rep}"), [15, 15], cbr, silent, true);
+        let k = kernel_pm_failure(&format!("bpk{rep}"), [15, 15], cbr, silent);
+        assert!(b.intact && k.intact, "rep {rep}: the stream arrived intact");
+        // c1's subflow, backup since the fade, carried nothing when its link went: it was
+        // destroyed as drained, with at most the default bound not acknowledged.
+        assert_eq!(
+            (drained.after_drain, drained.lost),
+            (1, 0),
+            "rep {rep}: {drained:?}"
+        );
+        assert!(drained.max_unacked <= 32 * 1024, "rep {rep}: {drained:?}");
+        braid.push(b.gap);
+        kernel.push(k.gap);
+    }
+    eprintln!(
+        "E7 shape, longest gap (ms): braid pm {}; in-kernel PM {}",
+        ms_list(&braid),
+        ms_list(&kernel)
+    );
+    for (rep, (b, k)) in braid.iter().zip(&kernel).enumerate() {
+        assert!(
+            *b <= Duration::from_millis(100),
+            "rep {rep}: braid pm's longest gap {b:?} (bound 100 ms)"
+        );
+        assert!(
+            *k >= *b * 5,
+            "rep {rep}: braid pm {b:?} is not 5× below the in-kernel PM's {k:?}"
+        );
+    }
+}
+
+/// A bulk transfer over two 20 Mbit/s links whose c1 goes down at once (no warning): the
+/// data on c1 is lost with it. braid pm destroys c1's subflow at once (the kernel then
+/// re-sends its MPTCP-level retransmission queue on c2); the in-kernel path manager waits for
+/// the kernel's stale detection. Either way the re-sent data waits behind c2's own send
+/// queue: with the default (autotuned, megabytes) send buffer that queue sets the stall; with
+/// a 256 KB one (SO_SNDBUF 128 KB) it is short. Five runs of each; README "braid pm" gives
+/// the kernel code path. mptcpd (sspi) is measured once beside them.
+#[test]
+fn bulk_link_down_at_once_braid_pm_vs_in_kernel_pm_vs_mptcpd() {
+    let Some(_alone) = timing_test() else {
+        return;
+    };
+    let small = SendOpts {
+        send_buffer: Some(128 * 1024),
+        ..SendOpts::default()
+    };
+    let mut figures = Vec::new();
+    for (what, opts) in [
+        ("autotuned send buffer", SendOpts::default()),
+        ("SO_SNDBUF 128 KB", small),
+    ] {
+        let (mut braid, mut kernel) = (Vec::new(), Vec::new());
+        for rep in 0..BULK_REPS {
+            let tag = if opts.send_buffer.is_some() { "s" } else { "d" };
+            let (b, drained) = braid_pm_failure(
+                &format!("bb{tag}{rep}"),
+                [20, 20],
+                opts,
+                Duration::ZERO,
+                false,
+            );
+            // c1 went with data on its subflow: destroyed at once, not left to drain.
+            assert_eq!(
+                (drained.after_drain, drained.lost),
+                (0, 1),
+                "{what} rep {rep}: {drained:?}"
+            );
+            assert!(
+                b.gap < Duration::from_secs(1),
+                "{what} rep {rep}: braid pm's stall {:?} (bound 1 s)",
+                b.gap
+            );
+            let k = kernel_pm_failure(&format!("bk{tag}{rep}"), [20, 20], opts, Duration::ZERO);
+            assert!(
+                b.intact,
+                "{what} rep {rep}: braid pm: the file arrived intact"
+            );
+            assert!(
+                k.intact,
+                "{what} rep {rep}: in-kernel PM: the file arrived intact"
+            );
+            braid.push(b.gap);
+            kernel.push(k.gap);
+        }
+        eprintln!(
+            "bulk, link down at once, {what}, longest stall (ms): braid pm {}; in-kernel PM {}",
+            ms_list(&braid),
+            ms_list(&kernel)
+        );
+        figures.push((what, braid, kernel));
+    }
     // mptcpd with its sspi plugin (one subflow per interface). sspi opens a subflow when an
     // address appears on an interface the connection does not use yet, so c2 is addressed
     // once the connection runs.
     let t = Topo::new("bpm4c", [20, 20], false);
     t.userspace_pm();
-    let mut mptcpd = std::process::Command::new("ip")
+    let mptcpd = std::process::Command::new("ip")
         .args([
             "netns",
             "exec",
@@ -275,38 +461,40 @@ fn link_failure_stall_braid_pm_vs_kernel_vs_mptcpd() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("mptcpd (Debian package mptcpd) must be installed: scripts/deps");
+    let mptcpd = Proc(mptcpd);
     std::thread::sleep(Duration::from_millis(500));
     let mut mptcpd_subflows = 0;
-    let (mptcpd_gap, mptcpd_ok) = stall_at_failure(&t, || {
+    let m = failure(&t, SendOpts::default(), Duration::ZERO, || {
         sh(&t.client, "ip addr add 10.0.2.1/24 dev c2");
         t.route_table(2);
         std::thread::sleep(Duration::from_secs(1));
         mptcpd_subflows = subflow_count(&t);
     });
-    let _ = mptcpd.kill();
-    let _ = mptcpd.wait();
+    drop(mptcpd);
     drop(t);
-
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     eprintln!(
-        "longest stall at the link failure: braid pm (cross-layer) {:.1} ms; in-kernel PM {:.1} ms \
-         (intact: {kernel_ok}); mptcpd sspi {:.1} ms (subflows before failure: {mptcpd_subflows}, \
-         intact: {mptcpd_ok})",
-        ms(braid_gap),
-        ms(kernel_gap),
-        ms(mptcpd_gap),
+        "mptcpd sspi: longest stall {:.1} ms (subflows before the failure: {mptcpd_subflows}, intact: {})",
+        m.gap.as_secs_f64() * 1e3,
+        m.intact
     );
-    // What holds on this kernel (README "braid pm"): braid pm's stall is bounded by the
-    // kernel's rewind of the whole MPTCP-level retransmission queue when a subflow is
-    // destroyed, the in-kernel PM's by the dead subflow's RTO; sspi opens no second subflow
-    // for a connection that exists before the address (mptcpd 0.12), so it never fails over.
-    assert!(kernel_ok, "in-kernel PM: the file arrived intact");
+    // With the autotuned buffer both stalls are c2's send queue (README "braid pm"): they
+    // overlap from run to run and are reported, not ordered. With the small buffer braid pm's
+    // immediate destroy beats the kernel's stale detection. The 100 ms target is reported, not
+    // asserted: c2's queue of up to 256 KB alone takes 105 ms at 20 Mbit/s, and braid pm's
+    // median has been on both sides of it (README).
+    let (what, braid, kernel) = &figures[1];
     assert!(
-        braid_gap < Duration::from_secs(1),
-        "braid pm: stall {braid_gap:?} (the backup flag moved the data off c1 1 s before)"
+        median(braid) <= median(kernel),
+        "{what}: braid pm's median stall {:?} is worse than the in-kernel PM's {:?}",
+        median(braid),
+        median(kernel)
     );
+    // sspi opens no second subflow for a connection that exists before the address (mptcpd
+    // 0.12), so it never fails over.
+    let braid = median(&figures[0].1);
     assert!(
-        braid_gap < mptcpd_gap,
-        "braid pm {braid_gap:?} vs mptcpd sspi {mptcpd_gap:?}"
+        braid < m.gap,
+        "braid pm {braid:?} vs mptcpd sspi {:?}",
+        m.gap
     );
 }

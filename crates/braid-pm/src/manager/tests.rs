@@ -514,3 +514,42 @@ fn a_closed_subflow_on_a_gone_interface_is_not_reopened() {
     );
     assert!(creates(&drain(&mut m), WLAN));
 }
+
+#[test]
+fn the_close_of_a_removed_subflow_keeps_a_new_request_on_its_interface() {
+    let mut m = setup(Mode::FullMesh, |_| {});
+    let _ = drain(&mut m);
+    established(&mut m, 10, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    // The interface goes and comes back before the backend confirms the removal.
+    m.handle_event(
+        ms(20),
+        &Event::IfaceUpdated {
+            iface: WLAN,
+            up: false,
+        },
+    );
+    assert!(drain(&mut m).iter().any(
+        |c| matches!(c, Command::RemoveSubflow { subflow, .. } if *subflow == SubflowId(101))
+    ));
+    m.handle_event(
+        ms(30),
+        &Event::IfaceUpdated {
+            iface: WLAN,
+            up: true,
+        },
+    );
+    assert!(creates(&drain(&mut m), WLAN));
+    // The removed subflow's close arrives late: the request for its successor stays.
+    closed(&mut m, 40, Some(101), Some(WLAN));
+    assert!(
+        m.subflows()
+            .any(|(_, id, iface, _)| iface == WLAN && id.is_none())
+    );
+    established(&mut m, 50, WLAN, 102, ep(1, [10, 0, 1, 2]));
+    assert!(
+        m.subflows()
+            .any(|(_, id, iface, _)| iface == WLAN && id == Some(SubflowId(102)))
+    );
+    assert_eq!(m.subflows().filter(|s| s.2 == WLAN).count(), 1);
+    assert!(until(&mut m, 10_000).is_empty());
+}

@@ -119,6 +119,15 @@ impl Bridge {
             .map(|(&k, _)| IfaceId(k))
     }
 
+    /// Whether the link of a local address is gone: its interface down, or the address no
+    /// longer on any interface.
+    pub fn link_gone(&self, local: SocketAddr) -> bool {
+        !self
+            .ifaces
+            .values()
+            .any(|i| i.up && i.addrs.contains(&local.ip()))
+    }
+
     /// The interface that holds a local address.
     pub fn iface_of_addr(&self, ip: IpAddr) -> Option<u32> {
         self.ifaces
@@ -230,7 +239,12 @@ impl Bridge {
         out
     }
 
-    fn subflow_id(&self, token: Token, local: SocketAddr, remote: SocketAddr) -> Option<SubflowId> {
+    pub fn subflow_id(
+        &self,
+        token: Token,
+        local: SocketAddr,
+        remote: SocketAddr,
+    ) -> Option<SubflowId> {
         self.subflows
             .iter()
             .find(|(_, s)| s.token == token && s.local == local && s.remote == remote)

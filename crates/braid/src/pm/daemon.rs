@@ -9,13 +9,14 @@ use anyhow::{Context, bail};
 use braid_core::Instant;
 use braid_io::signal::{SignalStats, Source};
 use braid_mptcp::rtmon::NetMonitor;
-use braid_mptcp::{PmClient, PmEvents};
-use braid_pm::{Event, Manager, PathManager};
+use braid_mptcp::{MptcpDiag, PmClient, PmEvent, PmEvents};
+use braid_pm::{Command, Event, Manager, PathManager};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::bridge::{Bridge, KernelOp};
 use super::config::PmSettings;
+use super::drain::{Drain, KernelState};
 
 /// Kernel requests that failed, kept for `status`.
 const ERRORS_KEPT: usize = 20;
@@ -63,6 +64,11 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
     let mut pm = Manager::new(settings.policy.clone()).map_err(anyhow::Error::msg)?;
     let mut bridge = Bridge::new(settings.managed.clone());
     let mut counters = Counters::default();
+    let mut drain = Drain::new(settings.drain_max_unacked);
+    let mut diag = match settings.drain_max_unacked {
+        Some(_) => Some(MptcpDiag::open().context("sock_diag (MPTCP connection state)")?),
+        None => None,
+    };
     for n in &snapshot {
         for e in bridge.on_net(n) {
             pm.handle_event(now(), &e);
@@ -110,17 +116,56 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
 
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut signal_open = true;
+    let mut drain_at: Option<tokio::time::Instant> = None;
     loop {
         let deadline = pm
             .poll_timeout()
             .map(|t| tokio::time::Instant::from_std(start) + t.since_epoch());
         let mut evs: Vec<Event> = Vec::new();
+        let mut ops: Vec<KernelOp> = Vec::new();
+        // Draining connections are looked at every `drain_check`, whatever else arrives.
+        if drain.parked().is_empty() {
+            drain_at = None;
+        } else if drain_at.is_none() {
+            // A new removal is looked at at once: its link may be gone with data on it.
+            drain_at = Some(tokio::time::Instant::now() + settings.drain_check);
+        }
         tokio::select! {
             r = events.next() => {
                 let e = r.context("mptcp_pm events")?;
                 counters.kernel_events += 1;
                 tracing::debug!(?e, "kernel event");
+                match &e {
+                    PmEvent::SubClosed(s) => {
+                        if let Some(id) = bridge.subflow_id(s.token, s.local, s.remote)
+                            && drain.closed(s.token, Some(id))
+                        {
+                            tracing::info!(subflow = id.0, "a draining subflow was closed by the kernel");
+                        }
+                    }
+                    PmEvent::Closed { token } => {
+                        drain.closed(*token, None);
+                    }
+                    _ => {}
+                }
                 evs = bridge.on_kernel(&e);
+            }
+            () = async {
+                match drain_at {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                drain_at = None;
+                if let Some(d) = diag.as_mut() {
+                    match (d.dump().await, d.tcp().await) {
+                        (Ok(conns), Ok(sockets)) => {
+                            let k = KernelState { conns: &conns, sockets: &sockets };
+                            ops.extend(drain.check(&k, |p| bridge.link_gone(p.local)));
+                        }
+                        (Err(e), _) | (_, Err(e)) => tracing::warn!("sock_diag: {e}"),
+                    }
+                }
             }
             r = netmon.next() => {
                 let e = r.context("rtnetlink monitor")?;
@@ -150,10 +195,19 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
             pm.handle_event(now(), e);
         }
         while let Some(c) = pm.poll_command() {
-            let Some(op) = bridge.to_kernel(&c) else {
-                bridge.stale_commands += 1;
+            if let Command::RemoveSubflow { subflow, .. } = &c
+                && let Some(s) = bridge.subflows.get(subflow)
+            {
+                ops.extend(drain.remove(*subflow, s.token, s.local, s.remote, s.backup, now()));
+                drain_at = Some(tokio::time::Instant::now());
                 continue;
-            };
+            }
+            match bridge.to_kernel(&c) {
+                Some(op) => ops.push(op),
+                None => bridge.stale_commands += 1,
+            }
+        }
+        for op in ops {
             counters.requests += 1;
             if let Err(e) = execute(&mut client, &op).await {
                 counters.request_errors += 1;
@@ -168,7 +222,7 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                 bridge.applied(&op);
             }
         }
-        let v = status_json(&pm, &bridge, &counters, &sig_stats, &events, now());
+        let v = status_json(&pm, &bridge, &drain, &counters, &sig_stats, &events, now());
         if let Ok(mut s) = snapshot_json.lock() {
             *s = v;
         }
@@ -214,6 +268,7 @@ async fn execute(c: &mut PmClient, op: &KernelOp) -> Result<(), braid_mptcp::Err
 fn status_json(
     pm: &Manager,
     bridge: &Bridge,
+    drain: &Drain,
     counters: &Counters,
     sig: &SignalStats,
     events: &PmEvents,
@@ -261,6 +316,7 @@ fn status_json(
                         "remote": s.remote.to_string(),
                         "iface": name_of(s.ifindex),
                         "backup": s.backup,
+                        "draining": drain.is_parked(*id),
                     })
                 })
                 .collect();
@@ -309,6 +365,11 @@ fn status_json(
             "kernel_requests": counters.requests,
             "kernel_request_errors": counters.request_errors,
             "stale_commands": bridge.stale_commands,
+            "drain_parked": drain.stats.parked,
+            "drain_destroyed": drain.stats.destroyed_drained,
+            "drain_destroyed_lost": drain.stats.destroyed_lost,
+            "drain_closed_by_kernel": drain.stats.closed_by_kernel,
+            "drain_max_unacked_at_destroy": drain.stats.max_unacked_at_destroy,
         },
         "last_errors": counters.last_errors.iter().collect::<Vec<_>>(),
         "signal": sig.to_json(),

@@ -5,6 +5,7 @@
 mod bridge;
 pub mod config;
 mod daemon;
+mod drain;
 mod wifi;
 
 use std::path::PathBuf;

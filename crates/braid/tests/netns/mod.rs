@@ -217,8 +217,28 @@ pub struct Sent {
     pub aborted: bool,
 }
 
+/// How [`sender_with`] writes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SendOpts {
+    /// Constant bit rate (bit/s) in messages of this many bytes, instead of as fast as the
+    /// connection takes.
+    pub cbr: Option<(f64, usize)>,
+    /// `SO_SNDBUF` of the socket (the kernel doubles it), instead of autotuning.
+    pub send_buffer: Option<usize>,
+}
+
 /// An MPTCP sender in the client namespace writing a deterministic byte stream until `stop`.
 pub fn sender(ns: &NetNs, to: SocketAddr, stop: Arc<AtomicBool>) -> JoinHandle<Sent> {
+    sender_with(ns, to, stop, SendOpts::default())
+}
+
+/// [`sender`] with options: a CBR stream, a fixed send buffer.
+pub fn sender_with(
+    ns: &NetNs,
+    to: SocketAddr,
+    stop: Arc<AtomicBool>,
+    opts: SendOpts,
+) -> JoinHandle<Sent> {
     let s = ns.run(|| {
         Socket::new(
             Domain::IPV4,
@@ -227,18 +247,32 @@ pub fn sender(ns: &NetNs, to: SocketAddr, stop: Arc<AtomicBool>) -> JoinHandle<S
         )
         .expect("MPTCP socket")
     });
+    if let Some(b) = opts.send_buffer {
+        s.set_send_buffer_size(b).expect("SO_SNDBUF");
+    }
     std::thread::spawn(move || {
         s.connect_timeout(&to.into(), Duration::from_secs(5))
             .expect("connect");
         let mut c: std::net::TcpStream = s.into();
+        let _ = c.set_nodelay(true);
         c.set_write_timeout(Some(Duration::from_secs(8))).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut aborted = false;
         let mut h = Sha256::new();
         let mut bytes = 0u64;
-        let mut block = vec![0u8; 64 * 1024];
+        let size = opts.cbr.map_or(64 * 1024, |(_, size)| size);
+        let mut block = vec![0u8; size];
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let t0 = Instant::now();
+        let mut n = 0u64;
         while !stop.load(Ordering::Relaxed) {
+            if let Some((rate, size)) = opts.cbr {
+                let at = t0 + Duration::from_secs_f64(n as f64 * size as f64 * 8.0 / rate);
+                n += 1;
+                if let Some(wait) = at.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+            }
             for b in block.chunks_mut(8) {
                 x ^= x << 13;
                 x ^= x >> 7;
