@@ -150,6 +150,7 @@ impl Plan {
                 record: None,
                 events: get("events")?.extract()?,
                 wall: Duration::from_secs_f64(get("wall_s")?.extract::<f64>()?.max(0.0)),
+                captures: None,
             });
         }
         let mut variants = Vec::new();

@@ -263,6 +263,7 @@ pub fn run(
                 record: None,
                 events: 0,
                 wall: t0.elapsed(),
+                captures: None,
             });
         }
         variants.push(VariantResult::of(v, runs));

@@ -5,7 +5,8 @@
 //! seed and fills a [`record::RunRecord`]; [`metrics`] turns the record into the seed papers'
 //! metrics; [`runner`] runs variants × repetitions in parallel; [`report`] prints tables, JSON
 //! and CSV; [`series`] gives a run's time series as columns (CSV and the Python package);
-//! [`sweep`] turns `--sweep key=a,b,c` into the scenario's `[sweep]` table. Dependencies go one
+//! [`sweep`] turns `--sweep key=a,b,c` into the scenario's `[sweep]` table; [`pcap`] writes
+//! packet captures of runs. Dependencies go one
 //! way: `scenario` → `metrics` → `record`; `world` → `scenario`, `record`.
 
 #![deny(unsafe_code)]
@@ -15,6 +16,7 @@ pub mod chaos;
 pub mod link;
 pub mod metrics;
 pub mod mobility;
+pub mod pcap;
 pub mod plot;
 pub mod radio;
 pub mod record;

@@ -62,6 +62,9 @@ pub struct DirStats {
     pub dropped_loss: u64,
     /// Packets lost because the link went down while they were queued or on the wire.
     pub lost_in_flight: u64,
+    /// Of `sent`, the packets that carry stream data (a DATA frame): counted by the network
+    /// that offers them ([`crate::world`]), which knows what a datagram holds.
+    pub data_sent: u64,
 }
 
 #[derive(Debug)]

@@ -1,13 +1,14 @@
 //! Runs every variant × repetition of a plan, in parallel, with results in a fixed order.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::metrics;
 use crate::scenario::{Paper, Plan};
 use crate::world::{self, RunRecord};
+use crate::{metrics, pcap};
 
 /// Summary of one metric across runs (event values pooled).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,6 +49,8 @@ pub struct RunResult {
     pub record: Option<RunRecord>,
     pub events: u64,
     pub wall: Duration,
+    /// With [`Options::pcap`]: the run's capture files, or why they could not be written.
+    pub captures: Option<Result<Vec<pcap::CaptureFile>, String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -78,6 +81,8 @@ pub struct Options {
     pub jobs: usize,
     /// Which runs keep their record.
     pub records: Records,
+    /// Write every run's packet captures to this directory (which must exist).
+    pub pcap: Option<PathBuf>,
 }
 
 /// Which runs keep their [`RunRecord`] in the result.
@@ -123,7 +128,7 @@ pub fn run(plan: &Plan, opts: &Options, progress: &(dyn Fn(Progress<'_>) + Sync)
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&(v, r)) = jobs.get(i) else { break };
-                    let result = run_one(plan, v, r, opts.records);
+                    let result = run_task(plan, v, r, opts.records, opts.pcap.as_deref());
                     let (seed, wall) = (result.seed, result.wall);
                     results.lock().expect("no worker panicked")[i] = Some(result);
                     let d = done.fetch_add(1, Ordering::Relaxed) + 1;
@@ -161,18 +166,35 @@ pub fn run(plan: &Plan, opts: &Options, progress: &(dyn Fn(Progress<'_>) + Sync)
 /// [`run`] spreads over threads and the Python package over processes or machines. Its seed is
 /// the variant's seed + `rep`, so the result depends only on (plan, variant, rep).
 pub fn run_one(plan: &Plan, variant: usize, rep: u64, records: Records) -> RunResult {
-    let variant = &plan.variants[variant];
+    run_task(plan, variant, rep, records, None)
+}
+
+/// [`run_one`], capturing packets into `pcap` when given.
+fn run_task(
+    plan: &Plan,
+    variant: usize,
+    rep: u64,
+    records: Records,
+    pcap: Option<&Path>,
+) -> RunResult {
+    let v = variant;
+    let variant = &plan.variants[v];
     let seed = variant.scenario.seed.wrapping_add(rep);
     let t0 = std::time::Instant::now();
     let traced = rep == 0 && matches!(records, Records::FirstTraced | Records::AllFirstTraced);
-    let record = world::run_with(
-        variant,
-        seed,
-        world::RunOptions {
-            trace_dsn: traced,
-            verify: false,
-        },
-    );
+    let opts = world::RunOptions {
+        trace_dsn: traced,
+        verify: false,
+    };
+    let (record, captures) = match pcap {
+        None => (world::run_with(variant, seed, opts), None),
+        Some(dir) => {
+            let mut sink = pcap::PcapCapture::new(dir, plan, v, rep);
+            let record = world::run_captured(variant, seed, opts, &mut sink);
+            let files = sink.finish(&record);
+            (record, Some(files))
+        }
+    };
     let keep = match records {
         Records::None => false,
         Records::FirstTraced => rep == 0,
@@ -187,6 +209,7 @@ pub fn run_one(plan: &Plan, variant: usize, rep: u64, records: Records) -> RunRe
         record: keep.then_some(record),
         events,
         wall,
+        captures,
     }
 }
 

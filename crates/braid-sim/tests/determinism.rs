@@ -43,6 +43,7 @@ fn run(jobs: usize) -> String {
         &runner::Options {
             jobs,
             records: runner::Records::None,
+            pcap: None,
         },
         &|_| {},
     );
@@ -72,6 +73,7 @@ fn different_seeds_differ() {
         &runner::Options {
             jobs: 2,
             records: runner::Records::None,
+            pcap: None,
         },
         &|_| {},
     );
@@ -112,6 +114,7 @@ fn mobility_scenarios_are_deterministic() {
                 &runner::Options {
                     jobs,
                     records: runner::Records::None,
+                    pcap: None,
                 },
                 &|_| {},
             );

@@ -19,6 +19,7 @@ fn run_full(file: &str, overrides: &[&str]) -> BTreeMap<String, BTreeMap<String,
         &runner::Options {
             jobs: 2,
             records: runner::Records::None,
+            pcap: None,
         },
         &|_| {},
     );

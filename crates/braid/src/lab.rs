@@ -154,6 +154,7 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
             &runner::Options {
                 jobs,
                 records: runner::Records::None,
+                pcap: None,
             },
             &|_| {},
         )

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use braid_sim::{bench, plot, report, runner, scenario};
+use braid_sim::{bench, pcap, plot, report, runner, scenario};
 use clap::Args;
 
 #[derive(Debug, Args)]
@@ -29,6 +29,12 @@ pub struct SimArgs {
     /// Write SVG figures and an index.html of the results to this directory.
     #[arg(long, value_name = "DIR", env = "BRAID_SIM_REPORT")]
     report: Option<PathBuf>,
+    /// Write packet captures to this directory: one pcap file per run and link direction
+    /// (`<variant>.rep<r>.<link>.<from>-<to>.pcap`, braid datagrams in IPv4/UDP with the
+    /// simulated time and addresses) and captures.json listing them; open them with
+    /// dist/braid.lua.
+    #[arg(long, value_name = "DIR")]
+    pcap: Option<PathBuf>,
     /// Parallel runs (default: available cores).
     #[arg(long, value_name = "N", env = "BRAID_SIM_JOBS")]
     jobs: Option<usize>,
@@ -78,6 +84,10 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
             jobs.min(total)
         );
     }
+    if let Some(dir) = &a.pcap {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the capture directory {}", dir.display()))?;
+    }
     let tty = std::io::stderr().is_terminal();
     let progress = move |p: runner::Progress<'_>| {
         if quiet {
@@ -112,9 +122,36 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
                 (true, false) => runner::Records::All,
                 (true, true) => runner::Records::AllFirstTraced,
             },
+            pcap: a.pcap.clone(),
         },
         &progress,
     );
+    if let Some(dir) = &a.pcap {
+        let failed = result
+            .variants
+            .iter()
+            .flat_map(|v| &v.runs)
+            .find_map(|r| r.captures.as_ref()?.as_ref().err());
+        if let Some(e) = failed {
+            bail!("packet capture failed: {e}");
+        }
+        pcap::write_index(&result, dir)
+            .with_context(|| format!("cannot write the capture index in {}", dir.display()))?;
+        if !quiet {
+            let n: usize = result
+                .variants
+                .iter()
+                .flat_map(|v| &v.runs)
+                .filter_map(|r| r.captures.as_ref()?.as_ref().ok())
+                .map(Vec::len)
+                .sum();
+            eprintln!(
+                "braid sim: {n} packet capture(s) in {}, listed in {}",
+                dir.display(),
+                dir.join(pcap::INDEX).display()
+            );
+        }
+    }
     if let Some(dir) = &a.out {
         report::write_runs(&result, dir)
             .with_context(|| format!("cannot write results to {}", dir.display()))?;

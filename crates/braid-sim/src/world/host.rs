@@ -230,11 +230,16 @@ impl World<'_> {
                 progress |= self.app_write(flow);
             }
             let mut buf = self.spare.pop().unwrap_or_default();
+            let mut data_sent = self.eps[ep].conn.stats().data_packets_sent;
             while let Some(t) = self.eps[ep].conn.poll_transmit(self.now, &mut buf) {
                 // The datagram buffer itself travels; the next one comes from the pool.
                 let next = self.spare.pop().unwrap_or_default();
                 let datagram = std::mem::replace(&mut buf, next);
-                self.originate(ep, t.local.0, t.remote.0, datagram);
+                // A datagram carries at most one DATA frame; the connection counts them.
+                let now_sent = self.eps[ep].conn.stats().data_packets_sent;
+                let stream = now_sent != data_sent;
+                data_sent = now_sent;
+                self.originate(ep, t.local.0, t.remote.0, stream, datagram);
             }
             self.recycle(buf);
             if !progress {

@@ -30,6 +30,8 @@ pub(super) struct Meta {
     pub cid: u8,
     pub ttl: u8,
     pub hello: bool,
+    /// Carries stream data (a DATA frame).
+    pub data: bool,
 }
 
 const TTL: u8 = 64;
@@ -281,7 +283,11 @@ impl World<'_> {
         let Ok(arrival) = sent else {
             return self.recycle(data);
         };
+        l.dirs[dir].stats.data_sent += u64::from(meta.data);
         let epoch = l.dirs[dir].epoch;
+        if let Some(c) = self.capture.as_deref_mut() {
+            c.datagram(self.now, link, dir, meta.src, meta.dst, meta.ttl, &data);
+        }
         let idx = self.slot(data, meta);
         let l = &mut self.links[link];
         if l.reorder {
@@ -397,8 +403,16 @@ impl World<'_> {
             .find(|&e| self.eps.get(e).is_some_and(|x| x.node == node))
     }
 
-    /// A datagram from endpoint `ep`'s connection, addressed by its path's address ids.
-    pub(super) fn originate(&mut self, ep: usize, local: u8, remote: u8, data: Vec<u8>) {
+    /// A datagram from endpoint `ep`'s connection, addressed by its path's address ids;
+    /// `stream` tells whether it carries stream data.
+    pub(super) fn originate(
+        &mut self,
+        ep: usize,
+        local: u8,
+        remote: u8,
+        stream: bool,
+        data: Vec<u8>,
+    ) {
         let e = &self.eps[ep];
         let peer = &self.eps[e.peer];
         let (Some(&(src, _)), Some(&(dst, _))) = (
@@ -415,6 +429,7 @@ impl World<'_> {
             cid: if e.client { local } else { remote },
             ttl: TTL,
             hello: false,
+            data: stream,
         };
         self.forward(e.node, meta, data);
     }
