@@ -36,6 +36,15 @@ pub struct PathTiming {
     pub rttvar: Duration,
     /// Whether `srtt` comes from a measurement.
     pub has_rtt_sample: bool,
+    /// When an acknowledgement last made progress (newly acknowledged packets, cumulatively or
+    /// selectively), or the first send after the path was idle.
+    pub last_progress: Instant,
+    /// The smoothed time between acknowledgements that made progress (SRTT before there is
+    /// one).
+    pub progress_interval: Duration,
+    /// How long the peer may hold its acknowledgement of what is outstanding: its maximum ACK
+    /// delay while fewer packets than its ACK frequency are outstanding, else zero.
+    pub ack_delay: Duration,
 }
 
 /// Decides when data is reinjected.
@@ -62,28 +71,51 @@ pub enum Policy {
     Pto,
     /// Seed 002's REJ timer.
     Rej(Rej),
+    /// REJ that waits while the path's acknowledgements still make progress ([`Guarded`]).
+    Guarded(Rej),
 }
 
 impl Policy {
+    /// The policies of seed 002's experiments. Guarded REJ (`rejgK`) parses too.
     pub const NAMES: &'static [&'static str] = &["stock", "pto", "rej1", "rej2", "rej4"];
 
-    /// `stock`, `pto`, or `rejK` with an integer K ≥ 1.
+    /// `stock`, `pto`, `rejK` or `rejgK` (guarded REJ; `rejg` is `rejg1`) with an integer
+    /// K ≥ 1.
     pub fn from_name(name: &str) -> Result<Self, String> {
         match name {
             "stock" | "rto" => Ok(Policy::Stock),
             "pto" => Ok(Policy::Pto),
+            "rejg" => Ok(Policy::Guarded(Rej::new(1))),
             _ => {
-                let k = name
-                    .strip_prefix("rej")
-                    .ok_or_else(|| format!("unknown reinjection policy `{name}`"))?;
+                let (guarded, k) = match name.strip_prefix("rejg") {
+                    Some(k) => (true, k),
+                    None => (
+                        false,
+                        name.strip_prefix("rej")
+                            .ok_or_else(|| format!("unknown reinjection policy `{name}`"))?,
+                    ),
+                };
                 let k: u32 = k
                     .parse()
                     .map_err(|_| format!("`{name}`: REJ needs an integer K, e.g. rej1"))?;
                 if k < 1 {
                     return Err(format!("`{name}`: REJ needs K ≥ 1"));
                 }
-                Ok(Policy::Rej(Rej::new(k)))
+                Ok(if guarded {
+                    Policy::Guarded(Rej::new(k))
+                } else {
+                    Policy::Rej(Rej::new(k))
+                })
             }
+        }
+    }
+
+    /// The policy with REJ's RTTVAR floor set to `min_rttvar` (REJ and guarded REJ).
+    pub fn with_min_rttvar(self, min_rttvar: Duration) -> Policy {
+        match self {
+            Policy::Rej(r) => Policy::Rej(Rej { min_rttvar, ..r }),
+            Policy::Guarded(r) => Policy::Guarded(Rej { min_rttvar, ..r }),
+            p => p,
         }
     }
 
@@ -92,6 +124,7 @@ impl Policy {
             Policy::Stock => Arc::new(Stock),
             Policy::Pto => Arc::new(PtoReinject),
             Policy::Rej(r) => Arc::new(r),
+            Policy::Guarded(r) => Arc::new(Guarded(r)),
         }
     }
 }
@@ -175,15 +208,79 @@ impl ReinjectPolicy for Rej {
     }
 }
 
+/// REJ with a guard against self-inflicted queueing (the default of `braid tunnel`). Plain REJ
+/// fires when the earliest outstanding packet is not acknowledged within SRTT + K·RTTVAR of
+/// its send; when the path's own queue grows (a greedy flow filling a bottleneck buffer), or
+/// when that packet was dropped by the queue and is being recovered by the path itself, the
+/// acknowledgements keep coming but that one is late, and REJ reinjects a whole window that
+/// was never lost (seed 002's E5 observation; on 40 + 20 Mbit/s one CUBIC flow fell from 54 to
+/// 47–49 Mbit/s with K = 1). A path whose acknowledgements still make progress is alive, so the
+/// guarded timer also waits until none has for four times the path's usual interval between
+/// them, plus K·RTTVAR and 1 ms (and the peer's ACK delay when too little is outstanding for an
+/// immediate ACK):
+///
+/// `deadline = max(earliest_send + SRTT + K·RTTVAR,
+///                 last_progress + 4·progress_interval + K·RTTVAR + G + ack_delay)`
+///
+/// On a dead path progress stops with the last acknowledgement; a busy path acknowledges every
+/// few packets, so the guard adds a few milliseconds to REJ's failover, while on a path whose
+/// queue grows or that recovers its own loss it keeps the timer away.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Guarded(pub Rej);
+
+impl ReinjectPolicy for Guarded {
+    fn reinject_on(&self, trigger: Trigger) -> bool {
+        self.0.reinject_on(trigger)
+    }
+
+    fn deadline(&self, path: &PathTiming) -> Option<Instant> {
+        let rej = self.0.deadline(path)?;
+        let var = path.rttvar.max(self.0.min_rttvar);
+        let live = path.last_progress
+            + path.progress_interval * 4
+            + var * self.0.k
+            + crate::rtt::GRANULARITY
+            + path.ack_delay;
+        Some(rej.max(live))
+    }
+
+    fn name(&self) -> String {
+        format!("rejg{}", self.0.k)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A path whose earliest outstanding packet was sent at 1000 ms (SRTT 30 ms, RTTVAR 5 ms),
+    /// acknowledgements making progress every 2 ms, the last at 1034 ms.
+    fn timing() -> PathTiming {
+        PathTiming {
+            earliest_outstanding: Some(Instant::from_millis(1000)),
+            srtt: Duration::from_millis(30),
+            rttvar: Duration::from_millis(5),
+            has_rtt_sample: true,
+            last_progress: Instant::from_millis(1034),
+            progress_interval: Duration::from_millis(2),
+            ack_delay: Duration::ZERO,
+        }
+    }
 
     #[test]
     fn names_parse_and_reject_bad_k() {
         assert_eq!(Policy::from_name("stock").unwrap(), Policy::Stock);
         assert_eq!(Policy::from_name("rej2").unwrap(), Policy::Rej(Rej::new(2)));
         assert!(Policy::from_name("rej0").unwrap_err().contains("K ≥ 1"));
+        assert_eq!(
+            Policy::from_name("rejg").unwrap(),
+            Policy::Guarded(Rej::new(1))
+        );
+        assert_eq!(
+            Policy::from_name("rejg4").unwrap(),
+            Policy::Guarded(Rej::new(4))
+        );
+        assert!(Policy::from_name("rejg0").is_err());
         assert!(Policy::from_name("rejx").is_err());
         assert!(Policy::from_name("fast").is_err());
         for n in Policy::NAMES {
@@ -194,12 +291,7 @@ mod tests {
     #[test]
     fn rej_deadline_is_anchored_to_the_earliest_send() {
         let rej = Rej::new(2);
-        let t = PathTiming {
-            earliest_outstanding: Some(Instant::from_millis(1000)),
-            srtt: Duration::from_millis(30),
-            rttvar: Duration::from_millis(5),
-            has_rtt_sample: true,
-        };
+        let t = timing();
         assert_eq!(rej.deadline(&t), Some(Instant::from_millis(1040)));
         // A vanishing RTTVAR is floored at G.
         let steady = PathTiming {
@@ -212,6 +304,94 @@ mod tests {
             ..t
         };
         assert_eq!(rej.deadline(&idle), None);
+    }
+
+    #[test]
+    fn guarded_rej_waits_while_acknowledgements_make_progress() {
+        let g = Guarded(Rej::new(1));
+        // The queue grew: SRTT 30 ms; the earliest outstanding packet was sent at 1000 ms, REJ1
+        // would fire at 1035 ms; acknowledgements make progress every 2 ms.
+        let t = timing();
+        assert_eq!(Rej::new(1).deadline(&t), Some(Instant::from_millis(1035)));
+        // The last progress came at 1034 ms: not before 1034 + 4·2 + 5 + 1.
+        assert_eq!(g.deadline(&t), Some(Instant::from_millis(1048)));
+        // Each new progress moves it; on a dead path the last one stays.
+        let later = PathTiming {
+            last_progress: Instant::from_millis(1046),
+            ..t
+        };
+        assert_eq!(g.deadline(&later), Some(Instant::from_millis(1060)));
+        // Long after the last progress, REJ's own deadline rules.
+        let old = PathTiming {
+            last_progress: Instant::from_millis(900),
+            ..t
+        };
+        assert_eq!(g.deadline(&old), Some(Instant::from_millis(1035)));
+        // Too little outstanding for an immediate ACK: the peer's delay counts.
+        let sparse = PathTiming {
+            ack_delay: Duration::from_millis(25),
+            ..t
+        };
+        assert_eq!(g.deadline(&sparse), Some(Instant::from_millis(1073)));
+        assert_eq!(
+            g.deadline(&PathTiming {
+                earliest_outstanding: None,
+                ..t
+            }),
+            None
+        );
+        assert!(g.reinject_on(Trigger::Timer) && g.reinject_on(Trigger::Rto));
+    }
+
+    #[test]
+    fn guarded_rej_scales_with_k_and_floors_rttvar() {
+        let t = timing();
+        // K multiplies RTTVAR in both terms: REJ4 at 1000 + 30 + 20, the guard at
+        // 1034 + 8 + 20 + 1.
+        let g4 = Policy::from_name("rejg4").unwrap().shared();
+        assert_eq!(g4.name(), "rejg4");
+        assert_eq!(g4.deadline(&t), Some(Instant::from_millis(1063)));
+        // A vanishing RTTVAR is floored (2 ms by default, or as configured) in the guard too.
+        let flat = PathTiming {
+            rttvar: Duration::ZERO,
+            ..t
+        };
+        let g1 = Guarded(Rej::new(1));
+        assert_eq!(
+            g1.deadline(&flat),
+            Some(Instant::from_millis(1034 + 8 + 2 + 1))
+        );
+        let g1_4ms = Policy::from_name("rejg1")
+            .unwrap()
+            .with_min_rttvar(Duration::from_millis(4))
+            .shared();
+        assert_eq!(
+            g1_4ms.deadline(&flat),
+            Some(Instant::from_millis(1034 + 8 + 4 + 1))
+        );
+        // A sparse ACK clock (one acknowledgement per 10 ms) stretches the guard accordingly.
+        let sparse = PathTiming {
+            progress_interval: Duration::from_millis(10),
+            ..t
+        };
+        assert_eq!(
+            g1.deadline(&sparse),
+            Some(Instant::from_millis(1034 + 40 + 5 + 1))
+        );
+        // No RTT sample yet: no timer, as plain REJ (the RTO covers the path).
+        let fresh = PathTiming {
+            has_rtt_sample: false,
+            ..t
+        };
+        assert_eq!(g1.deadline(&fresh), None);
+        // Never earlier than plain REJ with the same K.
+        for last in [900, 1000, 1020, 1034, 1050] {
+            let at = PathTiming {
+                last_progress: Instant::from_millis(last),
+                ..t
+            };
+            assert!(g1.deadline(&at) >= Rej::new(1).deadline(&at));
+        }
     }
 
     #[test]

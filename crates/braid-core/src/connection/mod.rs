@@ -767,7 +767,7 @@ impl Connection {
     /// expiry marks what it reinjects, which moves the anchor.
     fn update_reinject_timer(&mut self, idx: usize) {
         let p = &mut self.paths[idx];
-        let deadline = self.cfg.reinjection.deadline(&p.timing());
+        let deadline = self.cfg.reinjection.deadline(&p.timing(&self.cfg));
         p.set_timer(PathTimer::Reinject, deadline);
     }
 

@@ -228,6 +228,8 @@ pub(crate) struct Path {
     pub loss_rate: f64,
     /// The last acknowledgement progress, or the first send after the path was idle.
     progress_at: Instant,
+    /// Smoothed time between acknowledgements that made progress (gain 1/8).
+    progress_interval: Option<Duration>,
 
     pub rx: RxState,
     pub stats: PathStats,
@@ -280,6 +282,7 @@ impl Path {
             redundant_next: 0,
             loss_rate: 0.0,
             progress_at: now,
+            progress_interval: None,
             rx: RxState::default(),
             stats: PathStats::default(),
         }
@@ -563,6 +566,11 @@ impl Path {
             if let Some(sent) = echo {
                 self.rtt.update(now.saturating_since(sent));
             }
+            let gap = now.saturating_since(self.progress_at);
+            self.progress_interval = Some(match self.progress_interval {
+                None => gap,
+                Some(i) => i.mul_f64(0.875) + gap.mul_f64(0.125),
+            });
             self.progress_at = now;
             self.pf = false;
             self.loss_rate *= 1.0 - 1.0 / 64.0;
@@ -707,7 +715,7 @@ impl Path {
     }
 
     /// Timing inputs of the reinjection timer.
-    pub fn timing(&self) -> PathTiming {
+    pub fn timing(&self, cfg: &Config) -> PathTiming {
         // The earliest unacknowledged original packet with data not queued for reinjection yet;
         // packets
         // below `reinjected_below` were all queued, selectively acknowledged ones are skipped.
@@ -737,6 +745,13 @@ impl Path {
             srtt: self.rtt.srtt(),
             rttvar: self.rtt.rttvar(),
             has_rtt_sample: self.rtt.has_sample(),
+            last_progress: self.progress_at,
+            progress_interval: self.progress_interval.unwrap_or_else(|| self.rtt.srtt()),
+            ack_delay: if self.outstanding_pkts < cfg.ack_frequency as usize {
+                cfg.max_ack_delay
+            } else {
+                Duration::ZERO
+            },
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use braid_core::Config;
 use braid_core::cc::Algorithm;
-use braid_core::reinject::{Policy, Rej};
+use braid_core::reinject::Policy;
 use braid_core::rtt::RtoFormula;
 use braid_core::scheduler::Kind;
 
@@ -534,16 +534,12 @@ fn build_config(c: &ConnectionSpec) -> Result<Config, CheckError> {
     let policy = Policy::from_name(&c.reinjection).map_err(|m| {
         (
             k("reinjection"),
-            format!("{m}; allowed: stock, pto, rejK with an integer K ≥ 1 (rej1, rej2, rej4, …)"),
+            format!(
+                "{m}; allowed: stock, pto, rejK or rejgK (guarded) with an integer K ≥ 1 (rej1, rej2, rejg1, …)"
+            ),
         )
     })?;
-    let reinjection = match policy {
-        Policy::Rej(r) => Policy::Rej(Rej {
-            min_rttvar: c.rej_min_rttvar.0,
-            ..r
-        }),
-        p => p,
-    };
+    let reinjection = policy.with_min_rttvar(c.rej_min_rttvar.0);
     let rto_formula = match c.rto_formula.as_str() {
         "linux" => RtoFormula::Linux,
         "rfc6298" => RtoFormula::Rfc6298,

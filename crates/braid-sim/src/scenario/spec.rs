@@ -28,7 +28,7 @@ pub struct Paper {
 pub struct ConnectionSpec {
     /// minrtt | roundrobin | redundant
     pub scheduler: String,
-    /// stock | pto | rejK
+    /// stock | pto | rejK | rejgK
     pub reinjection: String,
     /// newreno | cubic | lia | olia
     pub congestion: String,

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use braid_core::Config as CoreConfig;
 use braid_core::cc::Algorithm;
-use braid_core::reinject::{Policy, Rej};
+use braid_core::reinject::Policy;
 use braid_core::scheduler::Kind;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -291,7 +291,8 @@ pub struct TunConfig {
 pub struct ConnectionConfig {
     /// `minrtt`, `roundrobin` or `redundant`.
     pub scheduler: String,
-    /// `stock`, `pto` or `rejK` (K ≥ 1).
+    /// `stock`, `pto`, `rejK` or `rejgK` (K ≥ 1): when a path's data is sent again on the
+    /// others. Default `rejg1`: REJ with K = 1, guarded against the path's own queueing.
     pub reinjection: String,
     /// `newreno`, `cubic`, `lia` or `olia`.
     pub congestion: String,
@@ -319,7 +320,7 @@ impl Default for ConnectionConfig {
     fn default() -> Self {
         ConnectionConfig {
             scheduler: "minrtt".into(),
-            reinjection: "stock".into(),
+            reinjection: "rejg1".into(),
             congestion: "cubic".into(),
             receive_buffer: 16 << 20,
             send_buffer: 16 << 20,
@@ -772,16 +773,12 @@ pub(crate) fn core_config(
     })?;
     let policy = Policy::from_name(&c.reinjection).map_err(|m| {
         ConfigError(format!(
-            "connection.reinjection: {m}; allowed: stock, pto, rejK with an integer K ≥ 1"
+            "connection.reinjection: {m}; allowed: stock, pto, rejK or rejgK (guarded) with an integer K ≥ 1"
         ))
     })?;
-    let reinjection = match policy {
-        Policy::Rej(r) => Policy::Rej(Rej {
-            min_rttvar: Duration::from_secs_f64(c.rej_min_rttvar_ms.max(0.0) / 1000.0),
-            ..r
-        }),
-        p => p,
-    };
+    let reinjection = policy.with_min_rttvar(Duration::from_secs_f64(
+        c.rej_min_rttvar_ms.max(0.0) / 1000.0,
+    ));
     let max_datagram_size = if c.max_datagram_size == 0 {
         outer_payload.saturating_sub(crate::secure::wire::DATA_MIN + super::tunnel::CONN_ID_LEN)
     } else {

@@ -636,6 +636,18 @@ pub struct Received {
 }
 
 impl Received {
+    /// The mean rate over `[from, to]` (since the first byte), Mbit/s.
+    pub fn mean_mbit(&self, from: Duration, to: Duration) -> f64 {
+        let at = |t: Duration| {
+            self.reads
+                .iter()
+                .take_while(|(r, _)| *r <= t)
+                .last()
+                .map_or(0, |(_, b)| *b)
+        };
+        (at(to) - at(from)) as f64 * 8.0 / (to - from).as_secs_f64() / 1e6
+    }
+
     /// The longest interval without new bytes in `[from, to]` (times since the first byte).
     pub fn longest_stall(&self, from: Duration, to: Duration) -> (Duration, Duration) {
         let mut worst = (Duration::ZERO, Duration::ZERO);
@@ -967,4 +979,32 @@ pub fn cbr_between(
         n
     });
     (send, recv)
+}
+
+/// A TCP sender (CUBIC) from namespace `from` to `to_addr`, writing for `dur`, then closing.
+pub fn tcp_sender_for(from: &NetNs, to_addr: &str, dur: Duration) -> JoinHandle<()> {
+    let addr: SocketAddr = to_addr.parse().expect("a socket address");
+    let mut s =
+        from.run(move || TcpStream::connect_timeout(&addr, Duration::from_secs(10)).unwrap());
+    socket2::SockRef::from(&s)
+        .set_tcp_congestion(b"cubic")
+        .expect("TCP_CONGESTION cubic");
+    std::thread::spawn(move || {
+        let chunk = file_bytes(64 << 10);
+        let t0 = Instant::now();
+        while t0.elapsed() < dur {
+            if s.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+        let _ = s.shutdown(std::net::Shutdown::Write);
+    })
+}
+
+/// One TCP flow (CUBIC) from namespace `from` to `to_addr` (a listener bound to `bind` in
+/// namespace `to`), sending for `dur`: what the receiver saw.
+pub fn tcp_flow(from: &NetNs, to: &NetNs, bind: &str, to_addr: &str, dur: Duration) -> Received {
+    let rx = tcp_receiver_at(to, bind);
+    let _ = tcp_sender_for(from, to_addr, dur).join();
+    rx.join().expect("receiver")
 }

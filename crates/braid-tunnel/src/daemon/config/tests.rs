@@ -314,5 +314,24 @@ fn the_dist_examples_load() {
         .tunnel_config()
         .unwrap();
     assert_eq!(t.classes.rules.len(), 1);
-    GatewayConfig::parse(&dist("tunnel-gateway.toml"), []).unwrap();
+    let gateway = GatewayConfig::parse(&dist("tunnel-gateway.toml"), []).unwrap();
+    // The examples spell out the default reinjection policy.
+    let shipped = ConnectionConfig::default().reinjection;
+    assert_eq!(
+        ClientConfig::parse(&client, [])
+            .unwrap()
+            .connection
+            .reinjection,
+        shipped
+    );
+    assert_eq!(gateway.connection.reinjection, shipped);
+}
+
+/// With no `reinjection` key the connection uses guarded REJ with K = 1.
+#[test]
+fn the_default_reinjection_is_guarded_rej() {
+    let c = ClientConfig::parse(&client_toml(), []).unwrap();
+    assert_eq!(c.connection.reinjection, "rejg1");
+    let core = core_config(&c.connection, 1472).unwrap();
+    assert_eq!(core.reinjection.name(), "rejg1");
 }

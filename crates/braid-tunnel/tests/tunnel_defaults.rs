@@ -1,0 +1,199 @@
+//! The tunnel's DEFAULT reinjection policy (no `reinjection` key set: guarded REJ, `rejg1`)
+//! against the policies a user would otherwise pick, end to end in network namespaces (root),
+//! each measured in the same test on the same links (tbf at 40 and 20 Mbit/s, a 20 ms queue):
+//!
+//! - it keeps the aggregate of one CUBIC flow: at least 0.95× the mean of `stock` and of `rej2`
+//!   (plain REJ with K = 1, which reinjects on the RTT growth of the link's own queue, is shown
+//!   beside them);
+//! - it loses a link without a long silence at the receiver in either direction, where `stock`
+//!   waits for the lost path's RTO.
+//!
+//! The tests share the machine's two cores, so they run one at a time.
+
+mod support;
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use braid_tunnel::daemon::status_table;
+use support::*;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const RATES: [u32; 2] = [40, 20];
+/// Slow start and the first queue build-up are not counted.
+const OMIT: Duration = Duration::from_secs(2);
+/// The measured steady state of a flow.
+const STEADY: Duration = Duration::from_secs(8);
+/// The longest receiver silence around a link loss the default may show.
+const MAX_SILENCE: Duration = Duration::from_millis(100);
+
+/// `[connection]` of both daemons for a policy; the default sets nothing.
+fn connection(policy: &str) -> String {
+    if policy == "default" {
+        String::new()
+    } else {
+        format!("reinjection = \"{policy}\"")
+    }
+}
+
+/// Gateway and client with `policy` on both ends, both paths established.
+fn tunnel(topo: &Topo, keys: &Keys, policy: &str) -> (Daemon, Daemon) {
+    let c = connection(policy);
+    let gw = Daemon::gateway(&topo.gw, gateway_config(topo, keys, &c));
+    let cl = Daemon::client(&topo.client, client_config(topo, keys, "", &c));
+    wait_paths(&cl, 2, Duration::from_secs(10));
+    (gw, cl)
+}
+
+/// Reinjections of the client's connection, summed over its paths.
+fn reinjected(cl: &Daemon) -> u64 {
+    cl.status()["connections"][0]["paths"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| p["reinjected_from"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// One CUBIC flow client → server for OMIT + STEADY through the tunnel with each policy, one
+/// after the other on the same links: the default's mean over the steady state is at least
+/// 0.95× that of `stock` and of `rej2`.
+#[test]
+fn default_reinjection_keeps_the_aggregate_of_stock_and_rej2() {
+    let _s = serial();
+    if !require_root() {
+        return;
+    }
+    let topo = Topo::new("bdf", Some(RATES));
+    let keys = Keys::new();
+    let mut means = Vec::new();
+    for policy in ["default", "stock", "rej2", "rej1"] {
+        let (_gw, cl) = tunnel(&topo, &keys, policy);
+        let got = tcp_flow(
+            &topo.client,
+            &topo.server,
+            "0.0.0.0:5001",
+            &format!("{SERVER}:5001"),
+            OMIT + STEADY,
+        );
+        let mean = got.mean_mbit(OMIT, OMIT + STEADY);
+        eprintln!(
+            "{policy:>7}: {mean:5.1} Mbit/s mean over {STEADY:?} after {OMIT:?}; {} packets reinjected",
+            reinjected(&cl)
+        );
+        means.push((policy, mean));
+    }
+    let default = means[0].1;
+    for (policy, mean) in &means[1..3] {
+        assert!(
+            default >= 0.95 * mean,
+            "default reinjection {default:.1} Mbit/s < 0.95 × {policy}'s {mean:.1} Mbit/s"
+        );
+    }
+}
+
+/// A transfer each way at once; link c1 and then c0 is lost for 2 s (each after the other
+/// came back), with each policy on fresh daemons: the default leaves no receiver silent for
+/// more than MAX_SILENCE around a loss, in either direction. `stock` runs the same schedule
+/// for comparison. The loss is silent, as a radio link that stops carrying data or a failed
+/// hop behind it: the router between client and gateway drops the link's packets both ways,
+/// and neither end sees a carrier or address change (a link taken down on the client is
+/// closed by the path manager at once, whatever the reinjection policy).
+#[test]
+fn default_reinjection_loses_a_link_without_silence_either_way() {
+    let _s = serial();
+    if !require_root() {
+        return;
+    }
+    let topo = Topo::routed("bdx", Some(RATES));
+    let keys = Keys::new();
+    let gw_at = format!("{ROUTED_GW}:{GW_PORT}");
+    let mut worst = Vec::new();
+    for policy in ["default", "stock"] {
+        let c = connection(policy);
+        let _gw = Daemon::gateway(&topo.gw, gateway_config(&topo, &keys, &c));
+        let cl = Daemon::client(
+            &topo.client,
+            client_config_with(
+                &topo,
+                &keys,
+                [&gw_at, &gw_at],
+                &[],
+                &["10.0.9.0/24"],
+                "",
+                &c,
+            ),
+        );
+        wait_paths(&cl, 2, Duration::from_secs(10));
+        let up_rx = tcp_receiver_at(&topo.server, "0.0.0.0:5001");
+        let down_rx = tcp_receiver_at(&topo.client, "0.0.0.0:5004");
+        let dur = Duration::from_secs(10);
+        let up = tcp_sender_for(&topo.client, &format!("{SERVER}:5001"), dur);
+        let down = tcp_sender_for(&topo.server, "10.200.0.2:5004", dur);
+        let mut losses = Vec::new();
+        std::thread::sleep(Duration::from_secs(2));
+        for (link, far) in [("c1", "r1"), ("c0", "r0")] {
+            let drop = [
+                format!("FORWARD -i {far} -j DROP"),
+                format!("FORWARD -o {far} -j DROP"),
+            ];
+            for rule in &drop {
+                sh(topo.router(), &format!("iptables -I {rule}"));
+            }
+            losses.push((link, Instant::now()));
+            std::thread::sleep(Duration::from_secs(2));
+            for rule in &drop {
+                sh(topo.router(), &format!("iptables -D {rule}"));
+            }
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        let _ = up.join();
+        let _ = down.join();
+        let mut w = Duration::ZERO;
+        for (dir, rx) in [("upload", up_rx), ("download", down_rx)] {
+            let got = rx.join().expect("receiver");
+            for (link, at) in &losses {
+                let (gap, start) = got.longest_stall_around(
+                    *at,
+                    Duration::from_millis(500),
+                    Duration::from_millis(1500),
+                );
+                eprintln!(
+                    "{policy:>7} {dir:>8}: {link} lost: longest silence at the receiver {:.1} ms (from {start:+.3} s)",
+                    gap.as_secs_f64() * 1e3
+                );
+                w = w.max(gap);
+            }
+            eprintln!(
+                "{policy:>7} {dir:>8}: {} MB in {:.1} s",
+                got.bytes >> 20,
+                got.reads.last().map_or(0.0, |r| r.0.as_secs_f64())
+            );
+        }
+        eprintln!("{}", status_table(&cl.status()));
+        worst.push((policy, w));
+    }
+    eprintln!(
+        "longest silence around a link loss: default {:.1} ms, stock {:.1} ms",
+        worst[0].1.as_secs_f64() * 1e3,
+        worst[1].1.as_secs_f64() * 1e3
+    );
+    // The losses must be ones the endpoints learn of only from their acknowledgements: stock
+    // then waits for the lost path's RTO (≥ 200 ms).
+    assert!(
+        worst[1].1 > MAX_SILENCE,
+        "stock was silent for only {:?} around a loss: the losses were not silent ones",
+        worst[1].1
+    );
+    assert!(
+        worst[0].1 <= MAX_SILENCE,
+        "with the default reinjection a receiver was silent for {:?} around a link loss (stock: {:?})",
+        worst[0].1,
+        worst[1].1
+    );
+}
