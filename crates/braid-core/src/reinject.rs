@@ -77,7 +77,8 @@ pub enum Policy {
 
 impl Policy {
     /// The policies of seed 002's experiments. Guarded REJ (`rejgK`) parses too.
-    pub const NAMES: &'static [&'static str] = &["stock", "pto", "rej1", "rej2", "rej4"];
+    pub const NAMES: &'static [&'static str] =
+        &["stock", "pto", "rej1", "rej2", "rej4", "rejg1", "rejg2"];
 
     /// `stock`, `pto`, `rejK` or `rejgK` (guarded REJ; `rejg` is `rejg1`) with an integer
     /// K ≥ 1.
