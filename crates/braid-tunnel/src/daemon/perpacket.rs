@@ -265,14 +265,18 @@ impl PerPacket {
     }
 
     /// The connection's usable paths as the scheduler's links: established, usable, not
-    /// backup (backups when nothing else is usable). The link number is the client's link
-    /// (the client's local address id; at the gateway, the path's remote one).
+    /// backup; backups when nothing else is usable; when every path is suspected (the stream's
+    /// retransmission or reinjection timers marked them all at once, as under a bulk transfer
+    /// filling both queues), every established one: braid-hya's own stall detection judges
+    /// the links for datagrams, and a packet sent on a suspected path beats one dropped. The
+    /// link number is the client's link (the client's local address id; at the gateway, the
+    /// path's remote one).
     fn usable(&mut self, conn: &Connection) {
         self.links.clear();
         self.locals.clear();
-        for backup in [false, true] {
+        for (suspected, backup) in [(false, false), (false, true), (true, false), (true, true)] {
             for p in conn.paths() {
-                if !(p.established && p.usable) || p.backup != backup {
+                if !p.established || (!p.usable && !suspected) || p.backup != backup {
                     continue;
                 }
                 let link = match self.side {

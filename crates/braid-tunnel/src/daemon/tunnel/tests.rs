@@ -55,6 +55,8 @@ struct Pair {
     at_c: Vec<Vec<u8>>,
     /// Datagram payloads the client sent, in order (after the connection id).
     sent: Vec<Vec<u8>>,
+    /// Every datagram is lost, both ways, while set.
+    blackhole: bool,
 }
 
 impl Pair {
@@ -70,6 +72,7 @@ impl Pair {
             at_s: Vec::new(),
             at_c: Vec::new(),
             sent: Vec::new(),
+            blackhole: false,
         };
         p.run(Duration::from_millis(50));
         p.c.conn
@@ -98,7 +101,9 @@ impl Pair {
                     if sent {
                         self.sent.push(payload.to_vec());
                     }
-                    b.handle(self.now, payload);
+                    if !self.blackhole {
+                        b.handle(self.now, payload);
+                    }
                 }
             }
             for t in [&mut self.c, &mut self.s] {
@@ -153,10 +158,10 @@ fn datagram_transport_sends_each_packet_alone_and_delivers_in_order() {
     assert_eq!(st["paths_sent"][0]["delivered"], 50, "{st}");
 }
 
-#[test]
-fn a_class_rule_picks_the_carrier_per_packet() {
+/// The configuration whose class sends UDP port 5004 per packet, the rest on the stream.
+fn config_5004() -> TunnelConfig {
     let cfg = config("", 1500);
-    let cfg = TunnelConfig {
+    TunnelConfig {
         classes: Arc::new({
             let mut c = (*cfg.classes).clone();
             c.rules = vec![crate::class::Rule {
@@ -168,8 +173,12 @@ fn a_class_rule_picks_the_carrier_per_packet() {
             c
         }),
         ..cfg
-    };
-    let mut p = Pair::new(&cfg);
+    }
+}
+
+#[test]
+fn a_class_rule_picks_the_carrier_per_packet() {
+    let mut p = Pair::new(&config_5004());
     let stream_before = p.c.conn.stats().data_packets_sent;
     for i in 0..20u8 {
         p.c.push(p.now, &udp(5004, i, 300)).unwrap();
@@ -252,4 +261,41 @@ fn bad_per_packet_datagrams_are_dropped_and_counted_by_reason() {
     p.c.push(p.now, &udp(9, 42, 100)).unwrap();
     p.run(Duration::from_millis(20));
     assert_eq!(p.at_s.last().unwrap(), &udp(9, 42, 100));
+}
+
+/// The stream's timers can suspect every path at once (a bulk transfer filling every queue):
+/// the per-packet carrier then still sends on the established paths rather than dropping.
+#[test]
+fn per_packet_sends_on_suspected_paths_when_every_path_is_suspected() {
+    let mut p = Pair::new(&config_5004());
+    for i in 0..60u8 {
+        p.c.push(p.now, &udp(5005, i, 1200)).unwrap();
+    }
+    p.run(Duration::from_millis(1));
+    p.blackhole = true;
+    let mut waited = Duration::ZERO;
+    while p.c.conn.paths().any(|x| x.usable) {
+        assert!(waited < Duration::from_secs(5), "a path stayed usable");
+        p.run(Duration::from_millis(5));
+        waited += Duration::from_millis(5);
+    }
+    assert_eq!(p.c.conn.paths().filter(|x| x.established).count(), 2);
+    p.blackhole = false;
+    let before = p.at_s.len();
+    for i in 0..10u8 {
+        p.c.push(p.now, &udp(5004, i, 300)).unwrap();
+    }
+    let drops: std::collections::HashMap<String, u64> = p.c.per_packet_drops().collect();
+    assert_eq!(drops["datagram_no_path"], 0, "{drops:?}");
+    assert_eq!(p.c.per_packet.json()["sent_packets"], 10);
+    p.run(Duration::from_millis(500));
+    let rtp: Vec<_> = p.at_s[before..]
+        .iter()
+        .filter(|x| x[22..24] == 5004u16.to_be_bytes())
+        .cloned()
+        .collect();
+    assert_eq!(
+        rtp,
+        (0..10u8).map(|i| udp(5004, i, 300)).collect::<Vec<_>>()
+    );
 }
