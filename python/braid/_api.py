@@ -267,14 +267,19 @@ def _where() -> tuple[str, int]:
 
 def metrics():
     """The metric definitions: key, per ("event": one value per event window, "run": one per
-    run), shown (the table's statistic), about (its definition)."""
+    run), shown (the table's statistic), about (its definition), label and unit (the name and
+    unit figures give it; ``axis`` is "label (unit)")."""
     import pandas as pd
 
-    return pd.DataFrame(_native.metric_defs(), columns=["key", "per", "shown", "about"])
+    m = pd.DataFrame(
+        _native.metric_defs(), columns=["key", "per", "shown", "about", "label", "unit"]
+    )
+    m["axis"] = [f"{l} ({u})" if u else l for l, u in zip(m["label"], m["unit"])]
+    return m
 
 
 def _event_keys() -> set[str]:
-    return {key for key, per, _, _ in _native.metric_defs() if per == "event"}
+    return {d[0] for d in _native.metric_defs() if d[1] == "event"}
 
 
 def _numeric(col: Any) -> Any:

@@ -47,8 +47,9 @@ def main() -> None:
     e3 = braid.Scenario.load(ROOT / "scenarios" / "e3-rtt-below-rtomin.toml", set=quick)
 
     r = e3.run(progress=False)
+    axis = braid.metrics().set_index("key")["axis"]
     paper = (r.json["paper"] or {}).get("values", {})
-    print("| variant | delay increase (ms) | reinjection rate (%) | paper |")
+    print(f"| variant | {axis['delay_increase_ms']} | {axis['reinjection_rate_pct']} | paper |")
     print("|---|---|---|---|")
     for v in e3.variants:
         p_ms = paper.get(v, {}).get("delay_increase_ms")
@@ -66,11 +67,11 @@ def main() -> None:
         p_ms = paper.get(v, {}).get("delay_increase_ms")
         if p_ms:
             left.plot([i + 0.7, i + 1.3], [p_ms, p_ms], "r--", lw=1, label="paper" if i == 0 else None)
-    left.set_ylabel("delay increase (ms)")
-    left.set_xlabel("reinjection policy")
+    left.set_ylabel(axis["delay_increase_ms"])
+    left.set_xlabel("Reinjection policy")
     per = len(ev) // len(e3.variants)
     left.set_title(f"per address loss ({per} per variant; whiskers: min–max)", fontsize=10)
-    left.legend(loc="upper right")
+    left.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
 
     # One run per variant with its time series: the CBR delay around the first loss.
     one = e3.run(set={"repetitions": 1}, series=True, progress=False)
@@ -79,10 +80,10 @@ def main() -> None:
         c = one.cbr[(one.cbr["variant"] == v) & one.cbr["sent_s"].between(first - 0.2, first + 0.8)]
         right.plot((c["sent_s"] - first) * 1e3, c["delay_ms"], ".", ms=2, color=colour, label=v)
     right.axvline(0, color="grey", lw=1, ls=":", label="Wi-Fi address lost")
-    right.set_xlabel("message sent, relative to the loss (ms)")
-    right.set_ylabel("one-way delay (ms)")
+    right.set_xlabel("Message generated, relative to the loss (ms)")
+    right.set_ylabel("One-way delay (ms)")
     right.set_title("CBR messages around the first loss", fontsize=10)
-    right.legend(loc="upper right", markerscale=4)
+    right.legend(loc="upper left", bbox_to_anchor=(1.01, 1), markerscale=4)
     fig.suptitle("E3 — seed 002 Fig. 3: connection loss, RTT ≪ RTO_min")
     fig.savefig(a.out, dpi=120)
     print(f"figure: {a.out}")

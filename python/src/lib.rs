@@ -275,9 +275,18 @@ fn sweep_override(key: &str, values: &Bound<'_, PyAny>) -> PyResult<String> {
     sweep::set_sweep(key, &values).map_err(ScenarioError::new_err)
 }
 
-/// Every metric: `[(key, per, shown, about)]`, per "event" or "run", shown "median" or "mean".
+/// Every metric: `[(key, per, shown, about, label, unit)]`, per "event" or "run", shown
+/// "median" or "mean"; label and unit as the figures' axes name it.
 #[pyfunction]
-fn metric_defs() -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
+#[allow(clippy::type_complexity)]
+fn metric_defs() -> Vec<(
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+)> {
     METRICS
         .iter()
         .map(|m| {
@@ -289,7 +298,7 @@ fn metric_defs() -> Vec<(&'static str, &'static str, &'static str, &'static str)
                 Shown::Median => "median",
                 Shown::Mean => "mean",
             };
-            (m.key, per, shown, m.about)
+            (m.key, per, shown, m.about, m.label, m.unit)
         })
         .collect()
 }

@@ -164,6 +164,9 @@ def test_unknown_override_and_sweep_keys_are_refused(short_e3):
 def test_metric_definitions_cover_every_key(short_e3):
     m = braid.metrics().set_index("key")
     assert set(m["per"]) == {"event", "run"}
+    # The figures' names and units, from the same table.
+    assert m.loc["delay_increase_ms", "axis"] == "Delay increase (ms)"
+    assert m.loc["reinjections", "label"] == "Reinjected segments"
     r = short_e3.run(reps=1, progress=False)
     for key in set(r.events["metric"]) | {c for c in r.runs.columns[5:] if not c.startswith("link.")}:
         assert key in m.index, key

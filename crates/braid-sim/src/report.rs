@@ -74,13 +74,16 @@ fn cell(key: &str, s: Option<&Summary>) -> String {
     }
 }
 
-/// The human-readable table.
-pub fn table(r: &PlanResult) -> String {
+/// One row of the results table: a variant's cells, or the seed paper's numbers under it.
+struct Row {
+    name: String,
+    cells: Vec<String>,
+    paper: bool,
+}
+
+/// The results table's columns and rows (shared by the text and the HTML table).
+fn rows(r: &PlanResult) -> (Vec<String>, Vec<Row>) {
     let cols = columns(r);
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut header = vec!["variant".to_string()];
-    header.extend(cols.iter().cloned());
-    rows.push(header);
     let paper = |variant: &str, metric: &str| {
         r.paper
             .as_ref()
@@ -88,19 +91,142 @@ pub fn table(r: &PlanResult) -> String {
             .and_then(|m| m.get(metric))
             .copied()
     };
+    let mut rows = Vec::new();
     for v in &r.variants {
-        let mut row = vec![v.name.clone()];
-        row.extend(cols.iter().map(|c| cell(c, v.summary.get(c))));
-        rows.push(row);
+        rows.push(Row {
+            name: v.name.clone(),
+            cells: cols.iter().map(|c| cell(c, v.summary.get(c))).collect(),
+            paper: false,
+        });
         // The seed paper's numbers right below ours.
         if cols.iter().any(|c| paper(&v.name, c).is_some()) {
-            let mut row = vec!["  paper".to_string()];
-            row.extend(
-                cols.iter()
-                    .map(|c| paper(&v.name, c).map_or_else(String::new, fmt_num)),
-            );
-            rows.push(row);
+            rows.push(Row {
+                name: "paper".into(),
+                cells: cols
+                    .iter()
+                    .map(|c| paper(&v.name, c).map_or_else(String::new, fmt_num))
+                    .collect(),
+                paper: true,
+            });
         }
+    }
+    (cols, rows)
+}
+
+/// The statistics line under the table.
+fn footnote(r: &PlanResult) -> String {
+    format!(
+        "median [q1–q3] (n=: mean over n values) over {} run(s) per variant (seeds {}..{}), event metrics pooled over loss events; {:.0} s simulated per run, {:.1} s wall",
+        r.repetitions,
+        r.seed,
+        r.seed + u64::from(r.repetitions) - 1,
+        r.duration.as_secs_f64(),
+        r.wall.as_secs_f64()
+    )
+}
+
+/// The published numbers that have no cell in the table, and the paper's note.
+fn paper_line(r: &PlanResult, cols: &[String]) -> Option<String> {
+    let p = r.paper.as_ref()?;
+    let mut parts = Vec::new();
+    for (variant, metrics) in &p.values {
+        let shown = r.variants.iter().any(|v| v.name == *variant);
+        for (m, v) in metrics {
+            if !(shown && cols.contains(m)) {
+                parts.push(format!("{variant} {m} {}", fmt_num(*v)));
+            }
+        }
+    }
+    let mut out = format!("paper ({}):", p.source);
+    if !parts.is_empty() {
+        let _ = write!(out, " {}", parts.join(", "));
+    }
+    if !p.note.is_empty() {
+        let sep = if parts.is_empty() { " " } else { " — " };
+        let _ = write!(out, "{sep}{}", p.note);
+    }
+    Some(out)
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The results table as an HTML `<table>`: a column per metric, headed by its name and unit
+/// (the key in the header's tooltip), a row per variant and the paper's numbers under it.
+pub fn html_table(r: &PlanResult) -> String {
+    let (cols, rows) = rows(r);
+    let mut h = String::from("<table>\n<thead><tr><th>variant</th>");
+    for c in &cols {
+        let _ = write!(
+            h,
+            "<th title=\"{}\">{}</th>",
+            html_escape(c),
+            html_escape(&crate::metrics::axis_label(c))
+        );
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for row in &rows {
+        let _ = write!(
+            h,
+            "<tr{}><td>{}</td>",
+            if row.paper { " class=\"paper\"" } else { "" },
+            html_escape(&row.name)
+        );
+        for c in &row.cells {
+            let _ = write!(h, "<td class=\"n\">{}</td>", html_escape(c));
+        }
+        h.push_str("</tr>\n");
+    }
+    let _ = write!(h, "</tbody>\n<caption>{}", html_escape(&footnote(r)));
+    if let Some(p) = paper_line(r, &cols) {
+        let _ = write!(h, "<br>{}", html_escape(&p));
+    }
+    h.push_str("</caption>\n</table>\n");
+    h
+}
+
+/// The metric table's rows for the metrics in the results table, as HTML.
+pub fn html_metrics(r: &PlanResult) -> String {
+    let (cols, _) = rows(r);
+    let mut h = String::from(
+        "<table>\n<thead><tr><th>metric</th><th>key</th><th>unit</th><th>definition</th></tr></thead>\n<tbody>\n",
+    );
+    for c in &cols {
+        let (label, unit) = crate::metrics::label(c);
+        let about = crate::metrics::about(c).unwrap_or("");
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+            html_escape(&label),
+            html_escape(c),
+            html_escape(if unit.is_empty() { "—" } else { unit }),
+            html_escape(about)
+        );
+    }
+    h.push_str("</tbody>\n</table>\n");
+    h
+}
+
+/// The human-readable table.
+pub fn table(r: &PlanResult) -> String {
+    let (cols, body) = rows(r);
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut header = vec!["variant".to_string()];
+    header.extend(cols.iter().cloned());
+    rows.push(header);
+    for row in body {
+        let name = if row.paper {
+            "  paper".to_string()
+        } else {
+            row.name
+        };
+        let mut line = vec![name];
+        line.extend(row.cells);
+        rows.push(line);
     }
     let widths: Vec<usize> = (0..rows[0].len())
         .map(|c| {
@@ -131,35 +257,9 @@ pub fn table(r: &PlanResult) -> String {
             let _ = writeln!(out, "{}", "-".repeat(total));
         }
     }
-    let _ = writeln!(
-        out,
-        "median [q1–q3] (n=: mean over n values) over {} run(s) per variant (seeds {}..{}), event metrics pooled over loss events; {:.0} s simulated per run, {:.1} s wall",
-        r.repetitions,
-        r.seed,
-        r.seed + u64::from(r.repetitions) - 1,
-        r.duration.as_secs_f64(),
-        r.wall.as_secs_f64()
-    );
-    if let Some(p) = &r.paper {
-        // The published numbers that have no cell in the table.
-        let mut parts = Vec::new();
-        for (variant, metrics) in &p.values {
-            let shown = r.variants.iter().any(|v| v.name == *variant);
-            for (m, v) in metrics {
-                if !(shown && cols.contains(m)) {
-                    parts.push(format!("{variant} {m} {}", fmt_num(*v)));
-                }
-            }
-        }
-        let _ = write!(out, "paper ({}):", p.source);
-        if !parts.is_empty() {
-            let _ = write!(out, " {}", parts.join(", "));
-        }
-        if !p.note.is_empty() {
-            let sep = if parts.is_empty() { " " } else { " — " };
-            let _ = write!(out, "{sep}{}", p.note);
-        }
-        let _ = writeln!(out);
+    let _ = writeln!(out, "{}", footnote(r));
+    if let Some(p) = paper_line(r, &cols) {
+        let _ = writeln!(out, "{p}");
     }
     out
 }

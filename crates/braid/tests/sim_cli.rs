@@ -268,11 +268,20 @@ fn bench_reports_speed_as_a_multiple_of_real_time() {
 /// Runs `braid sim FILE ARGS --report DIR`; returns the figures index.html shows, each checked
 /// to be a well-formed, non-empty SVG drawing, with their text.
 fn report(dir: &std::path::Path, file: &str, args: &[&str]) -> Vec<(String, String)> {
+    report_json(dir, file, args).0
+}
+
+/// [`report`], and the run's `--json` document.
+fn report_json(
+    dir: &std::path::Path,
+    file: &str,
+    args: &[&str],
+) -> (Vec<(String, String)>, serde_json::Value) {
     let _ = std::fs::remove_dir_all(dir);
     let out = braid()
         .arg("sim")
         .arg(scenario(file))
-        .args(["--quiet", "--report"])
+        .args(["--quiet", "--json", "--report"])
         .arg(dir)
         .args(args)
         .output()
@@ -282,13 +291,15 @@ fn report(dir: &std::path::Path, file: &str, args: &[&str]) -> Vec<(String, Stri
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
     let figs: Vec<String> = html
         .split("<img src=\"")
         .skip(1)
         .map(|s| s[..s.find('"').unwrap()].to_string())
         .collect();
-    figs.into_iter()
+    let figs = figs
+        .into_iter()
         .map(|f| {
             let text = std::fs::read_to_string(dir.join(&f)).unwrap_or_else(|e| panic!("{f}: {e}"));
             let doc = roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{f}: {e}"));
@@ -315,6 +326,153 @@ fn report(dir: &std::path::Path, file: &str, args: &[&str]) -> Vec<(String, Stri
             );
             (f, labels.join("\n"))
         })
+        .collect();
+    (figs, json)
+}
+
+/// Width of a figure and of its legend column (`braid_sim::plot`).
+const FIG_W: f64 = 1040.0;
+const LEGEND_W: f64 = 240.0;
+
+/// The report of `file` is fit for a paper (issue: figures fit for a paper): every axis label
+/// comes from the metric table (metric axes) or the fixed series axes, never a raw key; every
+/// box plot's whiskers span exactly its data's range (min–max, as its caption says) and every
+/// other whisker lies within it, with the values counted from the run's `--json`; no category
+/// without data; every data mark lies left of the legend column; the results are an HTML
+/// table headed by the metrics' names; marker lines carry their link and event.
+fn check_fit_for_a_paper(dir: &std::path::Path, json: &serde_json::Value) -> Vec<String> {
+    use braid_sim::metrics::{METRICS, axis_label};
+    use braid_sim::plot::SERIES_AXES;
+    let figs: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("figures.json")).unwrap()).unwrap();
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    assert!(!html.contains("<pre>"), "the results are a table, not text");
+    let known_metric = |k: &str| {
+        METRICS.iter().any(|m| m.key == k) || k.starts_with("link.") || k.starts_with("flow.")
+    };
+    // Raw values per (variant, metric), pooled over runs.
+    let values = |variant: &str, key: &str| -> Vec<f64> {
+        json["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["name"] == variant)
+            .flat_map(|v| v["runs"].as_array().unwrap().iter())
+            .flat_map(|r| r["metrics"][key].as_array().cloned().unwrap_or_default())
+            .filter_map(|x| x.as_f64())
+            .collect()
+    };
+    let mut seen_labels = Vec::new();
+    for f in &figs {
+        let file = f["file"].as_str().unwrap();
+        assert!(
+            html.contains(&format!("src=\"{file}\"")),
+            "{file} not in index.html"
+        );
+        let svg = std::fs::read_to_string(dir.join(file)).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let texts: Vec<&str> = doc
+            .descendants()
+            .filter(|n| n.tag_name().name() == "text")
+            .filter_map(|n| n.text())
+            .map(str::trim)
+            .collect();
+        for axis in ["x", "y"] {
+            let a = &f[axis];
+            let label = a["label"].as_str().unwrap();
+            assert!(
+                texts.contains(&label),
+                "{file}: axis label {label:?} not drawn"
+            );
+            if let Some(key) = a["metric"].as_str() {
+                assert!(
+                    known_metric(key),
+                    "{file}: {key} is not in the metric table"
+                );
+                assert_eq!(label, axis_label(key), "{file}: the metric table's label");
+                assert_ne!(label, key, "{file}: a raw key as label");
+            } else if a["setting"].is_string() {
+                assert!(
+                    !label.contains('.') && !label.contains('"'),
+                    "{file}: {label}"
+                );
+            } else {
+                assert!(
+                    SERIES_AXES.contains(&label),
+                    "{file}: {label:?} is no known axis"
+                );
+            }
+            seen_labels.push(label.to_string());
+        }
+        // Boxes and whiskers against the data they summarise.
+        let key = f["y"]["metric"].as_str().unwrap_or_default();
+        let boxes = f["boxes"].as_array().unwrap();
+        if file.starts_with("box-") || file.starts_with("bars-") {
+            let with_data: Vec<&str> = json["variants"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v["name"].as_str().unwrap())
+                .filter(|v| !values(v, key).is_empty())
+                .collect();
+            let cats: Vec<&str> = boxes
+                .iter()
+                .map(|b| b["category"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                cats, with_data,
+                "{file}: a slot per variant with data, no empty one"
+            );
+        }
+        for b in boxes {
+            let cat = b["category"].as_str().unwrap();
+            let v = values(cat, key);
+            assert!(!v.is_empty(), "{file}: {cat} has no {key} values");
+            let (lo, hi) = v
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
+            let (wl, wh) = (
+                b["whisker_lo"].as_f64().unwrap(),
+                b["whisker_hi"].as_f64().unwrap(),
+            );
+            let eps = 1e-9 * hi.abs().max(1.0);
+            assert!(
+                wl >= lo - eps && wh <= hi + eps && wl <= wh,
+                "{file}: {cat} whiskers {wl}..{wh} outside the data {lo}..{hi}"
+            );
+            assert_eq!(b["n"].as_u64(), Some(v.len() as u64), "{file}: {cat}");
+            if file.starts_with("box-") {
+                assert!(
+                    (wl - lo).abs() <= eps && (wh - hi).abs() <= eps,
+                    "{file}: min–max"
+                );
+                assert!(f["caption"].as_str().unwrap().contains("min–max"), "{file}");
+            }
+        }
+        // Data marks left of the legend column; legend text right of it.
+        for n in doc
+            .descendants()
+            .filter(|n| n.tag_name().name() == "circle")
+        {
+            let cx: f64 = n.attribute("cx").unwrap().parse().unwrap();
+            let r: f64 = n.attribute("r").unwrap_or("0").parse().unwrap();
+            let legend = cx > FIG_W - LEGEND_W;
+            // The legend's own glyphs are the only circles in its column.
+            if legend {
+                assert!(
+                    cx < FIG_W - LEGEND_W + 40.0 && r <= 4.0,
+                    "{file}: a mark at x {cx}"
+                );
+            }
+        }
+    }
+    // The results table: a column per shown metric, headed by its name and unit.
+    let table = &html[html.find("<table>").unwrap()..];
+    for v in json["variants"].as_array().unwrap() {
+        assert!(table.contains(&format!("<td>{}</td>", v["name"].as_str().unwrap())));
+    }
+    figs.iter()
+        .map(|f| f["file"].as_str().unwrap().to_string())
         .collect()
 }
 
@@ -344,6 +502,59 @@ fn report_figures_exist_and_are_valid_svg() {
     assert!(figs.iter().any(|f| f.starts_with("box-")), "{figs:?}");
     assert!(figs.iter().any(|f| f.starts_with("bars-")), "{figs:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// E2, E3 and E7's reports pass the paper checks ([`check_fit_for_a_paper`]); the loss lines
+/// name their link, and E7's path-manager decisions theirs.
+#[test]
+fn reports_of_e2_e3_e7_are_fit_for_a_paper() {
+    // File, arguments, and (figure, label) pairs: a marker label the figure must show.
+    let runs: [(&str, &[&str], &[(&str, &str)]); 3] = [
+        (
+            "e2-blockage.toml",
+            &["--reps", "2"],
+            &[("v0-minrtt-dsn.svg", "vlc2 lost")],
+        ),
+        (
+            "e3-rtt-below-rtomin.toml",
+            &[
+                "--reps",
+                "2",
+                "--set",
+                "duration=40s",
+                "--set",
+                "schedule.0.count=3",
+            ],
+            &[("v0-stock-delay.svg", "wlan lost")],
+        ),
+        (
+            "e7-v2i-aggregation.toml",
+            &["--reps", "2"],
+            &[
+                ("v0-stock-dsn.svg", "its lost"),
+                ("v1-cross-dsn.svg", "its demoted"),
+            ],
+        ),
+    ];
+    for (file, args, marks) in runs {
+        let dir = std::env::temp_dir().join(format!("braid-report-paper-{}", std::process::id()));
+        let (figs, json) = report_json(&dir, file, args);
+        let checked = check_fit_for_a_paper(&dir, &json);
+        assert_eq!(
+            checked.len(),
+            figs.len(),
+            "{file}: figures.json lists every figure"
+        );
+        for (fig, m) in marks.iter() {
+            let text = &figs
+                .iter()
+                .find(|(f, _)| f == fig)
+                .unwrap_or_else(|| panic!("{file}: no {fig}"))
+                .1;
+            assert!(text.contains(m), "{file}: no marker {m:?} in {fig}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
 
 /// E13 as the seed draws it: per-variant bars with their spread and the paper's values, labelled

@@ -6,6 +6,13 @@
 //! total (Fig. 6/10); the smoothed signal per link with its threshold and the decisions. Across
 //! variants: box plots of every shown metric over the repetitions (seed 002 Fig. 3) and the bytes
 //! each interface carried (seed 000 Fig. 11).
+//!
+//! Figures are meant for a paper: axis names and units come from the metric table
+//! ([`crate::metrics::METRICS`]) or, for time series, from [`SERIES_AXES`]; box-plot whiskers
+//! span the data (min–max, said in the caption); every marker line carries the link and event
+//! it marks; legends sit beside the plot, never over data; a category without data has no slot.
+//! `figures.json` lists each figure with its axes and the statistics its boxes and whiskers
+//! were drawn from, so a check can hold the drawing against the data.
 
 use std::fmt::Write as _;
 use std::io;
@@ -14,6 +21,7 @@ use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use serde::Serialize;
 
 use crate::record::RunRecord;
 use crate::runner::{PlanResult, VariantResult};
@@ -22,17 +30,93 @@ mod summary;
 
 /// At most this many points per series: the SVG stays small enough for a browser.
 const MAX_POINTS: usize = 6_000;
-const SIZE: (u32, u32) = (960, 480);
+const SIZE: (u32, u32) = (1040, 500);
+/// Width of the legend column right of the plot.
+const LEGEND_W: u32 = 240;
+const FONT: &str = "sans-serif";
+
+/// Axis names of the figures whose axis is not one metric: time series, the variants, the bytes
+/// per interface (a metric axis's name comes from the metric table).
+pub const SERIES_AXES: &[&str] = &[
+    "Data received per interface (MB)",
+    "Time (s)",
+    "Data sequence number (MB)",
+    "Message generated at (s)",
+    "One-way delay (ms)",
+    "Throughput, per bin (Mbit/s)",
+    "Smoothed RSS (dBm)",
+    "Variant",
+];
 
 /// One figure of the report.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Figure {
     /// File name in the report directory.
     pub file: String,
     pub title: String,
+    /// What the marks mean (whiskers, bins, markers), under the figure.
+    pub caption: String,
+    pub x: Axis,
+    pub y: Axis,
+    /// Boxes, bars and whiskers as drawn, per category (box plots, bars, sweeps).
+    pub boxes: Vec<BoxDrawn>,
 }
 
-/// Writes the figures and `index.html` into `dir`; returns the figures in page order.
+/// An axis: its label and what it measures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Axis {
+    pub label: String,
+    /// The metric key of a metric axis (its label is the metric table's).
+    pub metric: Option<String>,
+    /// The scenario key of a swept setting's axis.
+    pub setting: Option<String>,
+}
+
+impl Axis {
+    fn metric(key: &str) -> Axis {
+        Axis {
+            label: crate::metrics::axis_label(key),
+            metric: Some(key.to_string()),
+            setting: None,
+        }
+    }
+
+    /// A time series' or the category axis: one of [`SERIES_AXES`].
+    fn series(label: &str) -> Axis {
+        debug_assert!(SERIES_AXES.contains(&label), "{label}");
+        Axis {
+            label: label.to_string(),
+            metric: None,
+            setting: None,
+        }
+    }
+
+    fn setting(key: &str, label: String) -> Axis {
+        Axis {
+            label,
+            metric: None,
+            setting: Some(key.to_string()),
+        }
+    }
+}
+
+/// One category's statistics as drawn: the box (q1–q3) and median where there is a box, the
+/// whisker's ends, and the data it summarises (`n` values from `min` to `max`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BoxDrawn {
+    pub category: String,
+    pub n: usize,
+    pub min: f64,
+    pub max: f64,
+    pub q1: f64,
+    pub median: f64,
+    pub q3: f64,
+    pub whisker_lo: f64,
+    pub whisker_hi: f64,
+}
+
+/// Writes the figures, `figures.json` and `index.html` into `dir`; returns the figures in page
+/// order.
 pub fn write_report(r: &PlanResult, dir: &Path) -> io::Result<Vec<Figure>> {
     std::fs::create_dir_all(dir)?;
     let mut figs = Vec::new();
@@ -49,35 +133,20 @@ pub fn write_report(r: &PlanResult, dir: &Path) -> io::Result<Vec<Figure>> {
         let tag = format!("v{vi}-{}", sanitize(&v.name));
         let what = format!("{} (seed {})", v.name, run.seed);
         if !rec.dsn.is_empty() {
-            let f = fig(
-                &tag,
-                "dsn",
-                format!("Data sequence numbers per subflow — {what}"),
-            );
-            dsn(rec, &dir.join(&f.file), &f.title).map_err(err)?;
+            let f = dsn(rec, &dir.join(format!("{tag}-dsn.svg")), &what).map_err(err)?;
             figs.push(f);
         }
         if !rec.cbr.is_empty() {
-            let f = fig(
-                &tag,
-                "delay",
-                format!("Application delay per message — {what}"),
-            );
-            delay(rec, &dir.join(&f.file), &f.title).map_err(err)?;
+            let f = delay(rec, &dir.join(format!("{tag}-delay.svg")), &what).map_err(err)?;
             figs.push(f);
         }
         if rec.samples.len() > 1 {
-            let f = fig(&tag, "throughput", format!("Throughput per link — {what}"));
-            throughput(rec, &dir.join(&f.file), &f.title).map_err(err)?;
+            let f =
+                throughput(rec, &dir.join(format!("{tag}-throughput.svg")), &what).map_err(err)?;
             figs.push(f);
         }
         if !rec.rss.is_empty() {
-            let f = fig(
-                &tag,
-                "rss",
-                format!("Smoothed signal and path-manager decisions — {what}"),
-            );
-            rss(rec, &dir.join(&f.file), &f.title).map_err(err)?;
+            let f = rss(rec, &dir.join(format!("{tag}-rss.svg")), &what).map_err(err)?;
             figs.push(f);
         }
     }
@@ -86,55 +155,40 @@ pub fn write_report(r: &PlanResult, dir: &Path) -> io::Result<Vec<Figure>> {
             .variants
             .iter()
             .map(|v| (v.name.clone(), pooled(v, key)))
+            .filter(|(_, x)| !x.is_empty())
             .collect();
-        if values.iter().all(|(_, x)| x.is_empty()) {
+        if values.is_empty() {
             continue;
         }
         let (what, _) = crate::metrics::label(key);
         let reps = r.repetitions;
         if let Some((setting, points)) = &swept {
             // A sweep: the metric against the swept setting (seed 004 Figs. 20-24).
-            let f = Figure {
-                file: format!("sweep-{}.svg", sanitize(key)),
-                title: format!(
-                    "{what} against {} — median, q1–q3 over {reps} run(s)",
-                    summary::axis_name(setting)
-                ),
-            };
-            summary::sweep(r, setting, points, key, &dir.join(&f.file), &f.title).map_err(err)?;
+            let file = dir.join(format!("sweep-{}.svg", sanitize(key)));
+            let title = format!("{what} against {}", summary::axis_name(setting));
+            let f = summary::sweep(r, setting, points, key, &file, &title).map_err(err)?;
             figs.push(f);
             continue;
         }
-        let f = Figure {
-            file: format!("bars-{}.svg", sanitize(key)),
-            title: format!("{what} per variant — median, q1–q3 over {reps} run(s)"),
-        };
-        summary::bars(r, key, &dir.join(&f.file), &f.title).map_err(err)?;
-        figs.push(f);
-        let f = Figure {
-            file: format!("box-{}.svg", sanitize(key)),
-            title: format!("{what} across {reps} repetition(s) per variant"),
-        };
-        summary::boxplot(&values, key, &dir.join(&f.file), &f.title).map_err(err)?;
+        let file = dir.join(format!("bars-{}.svg", sanitize(key)));
+        let title = format!("{what} per variant, over {reps} run(s)");
+        figs.push(summary::bars(r, key, &file, &title).map_err(err)?);
+        let file = dir.join(format!("box-{}.svg", sanitize(key)));
+        let title = format!("{what} across {reps} repetition(s) per variant");
+        figs.push(summary::boxplot(&values, key, &file, &title).map_err(err)?);
+    }
+    if let Some(names) = link_names(r).filter(|_| swept.is_none())
+        && let Some(f) =
+            summary::bytes(r, &names, &dir.join("bytes-per-interface.svg")).map_err(err)?
+    {
         figs.push(f);
     }
-    if let Some(names) = link_names(r).filter(|_| swept.is_none()) {
-        let f = Figure {
-            file: "bytes-per-interface.svg".into(),
-            title: "Bytes received per interface (mean over repetitions)".into(),
-        };
-        summary::bytes(r, &names, &dir.join(&f.file), &f.title).map_err(err)?;
-        figs.push(f);
-    }
+    std::fs::write(
+        dir.join("figures.json"),
+        serde_json::to_string_pretty(&figs).expect("JSON of plain data"),
+    )?;
     std::fs::write(dir.join("index.html"), index(r, &figs))?;
     Ok(figs)
-}
-
-fn fig(tag: &str, kind: &str, title: String) -> Figure {
-    Figure {
-        file: format!("{tag}-{kind}.svg"),
-        title,
-    }
 }
 
 fn err(e: impl std::fmt::Display) -> io::Error {
@@ -166,25 +220,34 @@ fn index(r: &PlanResult, figs: &[Figure]) -> String {
         h,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <title>braid sim — {name}</title>\
-         <style>body{{font-family:sans-serif;max-width:1000px;margin:auto}}\
+         <style>body{{font-family:sans-serif;max-width:1100px;margin:auto;padding:0 1em}}\
          figure{{margin:1.5em 0}}img{{width:100%;border:1px solid #ddd}}\
-         pre{{background:#f6f6f6;padding:.5em;overflow-x:auto}}</style></head><body>\n\
+         figcaption{{font-size:.9em;color:#333}}\
+         table{{border-collapse:collapse;margin:1em 0;font-size:.9em}}\
+         th,td{{border:1px solid #ccc;padding:.25em .5em}}td.n{{text-align:right}}\
+         tr.paper td{{color:#b22;font-style:italic}}caption{{caption-side:bottom;text-align:left;\
+         font-size:.85em;color:#444;padding-top:.4em}}</style></head><body>\n\
          <h1>{name}</h1>\n<p>{desc}</p>\n<p>{file}: {reps} repetition(s) per variant from seed \
-         {seed}, {dur:.0} s simulated per run.</p>\n<pre>{table}</pre>\n",
+         {seed}, {dur:.0} s simulated per run.</p>\n",
         name = html_escape(&r.scenario),
         desc = html_escape(&r.description),
         file = html_escape(&r.file),
         reps = r.repetitions,
         seed = r.seed,
         dur = r.duration.as_secs_f64(),
-        table = html_escape(&crate::report::table(r)),
     );
+    h.push_str("<h2>Results</h2>\n");
+    h.push_str(&crate::report::html_table(r));
+    h.push_str("<h2>Metrics</h2>\n");
+    h.push_str(&crate::report::html_metrics(r));
+    h.push_str("<h2>Figures</h2>\n");
     for f in figs {
         let _ = writeln!(
             h,
-            "<figure><img src=\"{}\" alt=\"{t}\"><figcaption>{t}</figcaption></figure>",
+            "<figure><img src=\"{}\" alt=\"{t}\"><figcaption><b>{t}.</b> {c}</figcaption></figure>",
             html_escape(&f.file),
-            t = html_escape(&f.title)
+            t = html_escape(&f.title),
+            c = html_escape(&f.caption),
         );
     }
     h.push_str("</body></html>\n");
@@ -231,6 +294,10 @@ fn color(i: usize) -> RGBColor {
     C[i % C.len()]
 }
 
+const RED: RGBColor = RGBColor(214, 39, 40);
+const GREEN: RGBColor = RGBColor(44, 160, 44);
+const GREY: RGBColor = RGBColor(100, 100, 100);
+
 fn range(lo: f64, hi: f64) -> Range<f64> {
     if hi > lo { lo..hi } else { lo..lo + 1.0 }
 }
@@ -249,35 +316,222 @@ fn window(rec: &RunRecord) -> (f64, f64) {
 }
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
-fn area<'a>(path: &'a Path) -> Result<Area<'a>, Box<dyn std::error::Error>> {
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE)?;
-    Ok(root)
+/// A figure's canvas: the title across the top, the plot on the left, the legend column on the
+/// right (so that no legend covers data).
+struct Canvas<'a> {
+    root: Area<'a>,
+    plot: Area<'a>,
+    legend: Area<'a>,
 }
 
-/// Vertical lines for loss events (red) and path-manager decisions (green: promote, grey:
-/// demote) inside `[x0, x1]`.
-fn markers(rec: &RunRecord, x0: f64, x1: f64) -> Vec<(f64, RGBColor, &'static str)> {
+fn canvas<'a>(path: &'a Path, title: &str) -> Res<Canvas<'a>> {
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE)?;
+    let body = root.titled(title, (FONT, 17))?;
+    let (plot, legend) = body.split_horizontally(SIZE.0 - LEGEND_W);
+    Ok(Canvas { root, plot, legend })
+}
+
+impl Canvas<'_> {
+    /// Draws the legend and writes the file.
+    fn finish(self, keys: &[Key]) -> Res {
+        draw_legend(&self.legend, keys)?;
+        self.root.present()?;
+        Ok(())
+    }
+}
+
+/// How a legend entry is drawn.
+#[derive(Debug, Clone, Copy)]
+enum Glyph {
+    Line(RGBColor),
+    Dashed(RGBColor),
+    Dot(RGBColor),
+    Cross(RGBColor),
+    Triangle(RGBColor),
+    Bar(RGBColor),
+}
+
+/// One legend entry.
+struct Key {
+    glyph: Glyph,
+    label: String,
+}
+
+fn key(glyph: Glyph, label: impl Into<String>) -> Key {
+    Key {
+        glyph,
+        label: label.into(),
+    }
+}
+
+/// Splits `s` into lines of at most `width` characters at spaces.
+fn wrap(s: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in s.split(' ') {
+        match lines.last_mut() {
+            Some(l) if l.chars().count() + 1 + word.chars().count() <= width => {
+                l.push(' ');
+                l.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines
+}
+
+fn draw_legend(area: &Area<'_>, keys: &[Key]) -> Res {
+    let mut y = 40;
+    for k in keys {
+        let (gx, gy) = (12, y);
+        match k.glyph {
+            Glyph::Line(c) => {
+                area.draw(&PathElement::new(
+                    vec![(gx, gy), (gx + 22, gy)],
+                    c.stroke_width(2),
+                ))?;
+            }
+            Glyph::Dashed(c) => {
+                for x in [gx, gx + 9, gx + 18] {
+                    area.draw(&PathElement::new(
+                        vec![(x, gy), (x + 5, gy)],
+                        c.stroke_width(2),
+                    ))?;
+                }
+            }
+            Glyph::Dot(c) => area.draw(&Circle::new((gx + 11, gy), 4, c.filled()))?,
+            Glyph::Cross(c) => area.draw(&Cross::new((gx + 11, gy), 5, c.stroke_width(2)))?,
+            Glyph::Triangle(c) => {
+                area.draw(&TriangleMarker::new((gx + 11, gy), 6, c.filled()))?;
+            }
+            Glyph::Bar(c) => {
+                area.draw(&Rectangle::new(
+                    [(gx + 4, gy - 6), (gx + 18, gy + 6)],
+                    c.filled(),
+                ))?;
+            }
+        }
+        for (i, line) in wrap(&k.label, 28).iter().enumerate() {
+            area.draw(&Text::new(
+                line.clone(),
+                (gx + 30, gy - 7 + 16 * i as i32),
+                (FONT, 13),
+            ))?;
+            y += 16;
+        }
+        y += 8;
+    }
+    Ok(())
+}
+
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// A chart on the canvas's plot area with the given ranges and axis labels.
+fn chart<'a, 'b>(
+    c: &'a Canvas<'b>,
+    xs: Range<f64>,
+    ys: Range<f64>,
+    x: &Axis,
+    y: &Axis,
+) -> Res<Chart<'a, 'b>> {
+    let mut chart = ChartBuilder::on(&c.plot)
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(74)
+        .build_cartesian_2d(xs, ys)?;
+    chart
+        .configure_mesh()
+        .x_desc(x.label.as_str())
+        .y_desc(y.label.as_str())
+        .axis_desc_style((FONT, 15))
+        .draw()?;
+    Ok(chart)
+}
+
+/// A vertical marker: when, its colour, and its label (which link, which event).
+struct Marker {
+    t: f64,
+    color: RGBColor,
+    label: String,
+}
+
+/// Loss events (red) and path-manager decisions (green: promoted, grey: demoted) inside
+/// `[x0, x1]`, each labelled with its link.
+fn markers(rec: &RunRecord, x0: f64, x1: f64) -> Vec<Marker> {
+    let name = |i: usize| {
+        rec.link_names
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| format!("link {i}"))
+    };
     let mut m = Vec::new();
     for e in &rec.loss_events {
-        m.push((e.t.as_secs_f64(), RGBColor(214, 39, 40), "link lost"));
+        m.push(Marker {
+            t: e.t.as_secs_f64(),
+            color: RED,
+            label: format!("{} lost", name(e.link)),
+        });
     }
     for d in &rec.decisions {
-        let (c, what) = if d.demote {
-            (RGBColor(120, 120, 120), "demoted")
+        let (color, what) = if d.demote {
+            (GREY, "demoted")
         } else {
-            (RGBColor(44, 160, 44), "promoted")
+            (GREEN, "promoted")
         };
-        m.push((d.t.as_secs_f64(), c, what));
+        m.push(Marker {
+            t: d.t.as_secs_f64(),
+            color,
+            label: format!("{} {what}", name(d.link)),
+        });
     }
-    m.retain(|(t, _, _)| *t >= x0 && *t <= x1);
+    m.retain(|k| k.t >= x0 && k.t <= x1);
+    m.sort_by(|a, b| a.t.total_cmp(&b.t));
     m
 }
 
-type Res = Result<(), Box<dyn std::error::Error>>;
+/// Draws the markers as vertical lines, each with its label near the top (staggered so that
+/// neighbours do not overlap); returns their legend entries.
+fn draw_markers(
+    chart: &mut Chart<'_, '_>,
+    rec: &RunRecord,
+    (x0, x1): (f64, f64),
+    ys: Range<f64>,
+) -> Res<Vec<Key>> {
+    let (y0, y1) = (ys.start, ys.end);
+    let ms = markers(rec, x0, x1);
+    for (i, m) in ms.iter().enumerate() {
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(m.t, y0), (m.t, y1)],
+            m.color.stroke_width(1),
+        )))?;
+        let y = y1 - (y1 - y0) * (0.03 + 0.055 * (i % 4) as f64);
+        chart.draw_series(std::iter::once(Text::new(
+            format!(" {}", m.label),
+            (m.t, y),
+            (FONT, 12).into_font().color(&m.color),
+        )))?;
+    }
+    let mut keys = Vec::new();
+    for (c, what) in [
+        (RED, "link lost (line labelled with the link)"),
+        (GREY, "path manager demoted the link"),
+        (GREEN, "path manager promoted the link"),
+    ] {
+        if ms.iter().any(|m| m.color == c) {
+            keys.push(key(Glyph::Line(c), what));
+        }
+    }
+    Ok(keys)
+}
 
-fn dsn(rec: &RunRecord, path: &Path, title: &str) -> Res {
+fn dsn(rec: &RunRecord, path: &Path, what: &str) -> Res<Figure> {
+    let title = format!("Data sequence numbers per subflow — {what}");
     let (x0, x1) = window(rec);
     let pts: Vec<(u64, u8, u64)> = rec
         .dsn
@@ -293,69 +547,51 @@ fn dsn(rec: &RunRecord, path: &Path, title: &str) -> Res {
     } else {
         (lo as f64 / 1e6, hi as f64 / 1e6)
     };
-    let root = area(path)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(range(x0, x1), range(y0, y1))?;
-    chart
-        .configure_mesh()
-        .x_desc("time (s)")
-        .y_desc("data sequence number (MB)")
-        .draw()?;
+    let (x, y) = (
+        Axis::series("Time (s)"),
+        Axis::series("Data sequence number (MB)"),
+    );
+    let ys = range(y0, y1 + (y1 - y0) * 0.25);
+    let c = canvas(path, &title)?;
+    let mut ch = chart(&c, range(x0, x1), ys.clone(), &x, &y)?;
+    let mut keys = Vec::new();
     for (i, name) in rec.link_names.iter().enumerate() {
         let mine: Vec<(f64, f64)> = pts
             .iter()
             .filter(|p| usize::from(p.1) == i)
             .map(|p| (secs(p.0), p.2 as f64 / 1e6))
             .collect();
-        let c = color(i);
-        chart
-            .draw_series(thin(&mine).map(|p| Circle::new(p, 1, c.filled())))?
-            .label(format!("subflow over {name}"))
-            .legend(move |(x, y)| Circle::new((x + 10, y), 3, c.filled()));
+        let col = color(i);
+        ch.draw_series(thin(&mine).map(|p| Circle::new(p, 1, col.filled())))?;
+        keys.push(key(
+            Glyph::Dot(col),
+            format!("segment sent on the subflow over {name}"),
+        ));
     }
-    draw_markers(&mut chart, rec, x0, x1, y0, y1)?;
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()?;
-    root.present()?;
-    Ok(())
+    keys.extend(draw_markers(&mut ch, rec, (x0, x1), ys)?);
+    drop(ch);
+    c.finish(&keys)?;
+    Ok(Figure {
+        file: file_name(path),
+        title,
+        caption: "Each dot is a data segment sent (its first byte's data sequence number), \
+                  coloured by the subflow it went on, from 5 s before to 10 s after the first \
+                  loss event; vertical lines mark the events, each labelled with its link."
+            .into(),
+        x,
+        y,
+        boxes: Vec::new(),
+    })
 }
 
-fn draw_markers(
-    chart: &mut ChartContext<
-        '_,
-        SVGBackend<'_>,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
-    >,
-    rec: &RunRecord,
-    x0: f64,
-    x1: f64,
-    y0: f64,
-    y1: f64,
-) -> Res {
-    let mut seen = Vec::new();
-    for (t, c, what) in markers(rec, x0, x1) {
-        let s = chart.draw_series(std::iter::once(PathElement::new(
-            vec![(t, y0), (t, y1)],
-            c.stroke_width(1),
-        )))?;
-        if !seen.contains(&what) {
-            seen.push(what);
-            s.label(what)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
-        }
-    }
-    Ok(())
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
-fn delay(rec: &RunRecord, path: &Path, title: &str) -> Res {
+fn delay(rec: &RunRecord, path: &Path, what: &str) -> Res<Figure> {
+    let title = format!("Application delay per message — {what}");
     let (x0, x1) = window(rec);
     let pts: Vec<(f64, f64)> = rec
         .cbr
@@ -363,37 +599,35 @@ fn delay(rec: &RunRecord, path: &Path, title: &str) -> Res {
         .map(|&(g, d)| (secs(g), f64::from(d) / 1e3))
         .filter(|(t, _)| *t >= x0 && *t <= x1)
         .collect();
-    let y1 = pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.05;
-    let root = area(path)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(range(x0, x1), range(0.0, y1))?;
-    chart
-        .configure_mesh()
-        .x_desc("message generated at (s)")
-        .y_desc("one-way delay (ms)")
-        .draw()?;
-    let c = color(0);
-    chart
-        .draw_series(thin(&pts).map(|p| Circle::new(p, 1, c.filled())))?
-        .label("CBR message")
-        .legend(move |(x, y)| Circle::new((x + 10, y), 3, c.filled()));
-    draw_markers(&mut chart, rec, x0, x1, 0.0, y1)?;
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()?;
-    root.present()?;
-    Ok(())
+    let y1 = pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.25;
+    let (x, y) = (
+        Axis::series("Message generated at (s)"),
+        Axis::series("One-way delay (ms)"),
+    );
+    let c = canvas(path, &title)?;
+    let mut ch = chart(&c, range(x0, x1), range(0.0, y1), &x, &y)?;
+    let col = color(0);
+    ch.draw_series(thin(&pts).map(|p| Circle::new(p, 1, col.filled())))?;
+    let mut keys = vec![key(Glyph::Dot(col), "CBR message")];
+    keys.extend(draw_markers(&mut ch, rec, (x0, x1), range(0.0, y1))?);
+    drop(ch);
+    c.finish(&keys)?;
+    Ok(Figure {
+        file: file_name(path),
+        title,
+        caption: "Each dot is one CBR message: its one-way delay from generation to complete \
+                  arrival at the receiver, from 5 s before to 10 s after the first loss event; \
+                  vertical lines mark the events, each labelled with its link."
+            .into(),
+        x,
+        y,
+        boxes: Vec::new(),
+    })
 }
 
 /// Throughput over 1 s bins (or finer for short runs).
-fn throughput(rec: &RunRecord, path: &Path, title: &str) -> Res {
+fn throughput(rec: &RunRecord, path: &Path, what: &str) -> Res<Figure> {
+    let title = format!("Throughput per link — {what}");
     let end = rec.duration.as_secs_f64();
     let bin = if end > 120.0 { 1.0 } else { 0.25 };
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
@@ -417,10 +651,13 @@ fn throughput(rec: &RunRecord, path: &Path, title: &str) -> Res {
         last = s;
     }
     for (i, name) in rec.link_names.iter().enumerate() {
-        series.push((name.clone(), std::mem::take(&mut lines[i])));
+        series.push((
+            format!("received over {name}"),
+            std::mem::take(&mut lines[i]),
+        ));
     }
     series.push((
-        "total (delivered in order)".into(),
+        "total, delivered in order".into(),
         std::mem::take(&mut lines[n]),
     ));
     let y1 = series
@@ -428,36 +665,35 @@ fn throughput(rec: &RunRecord, path: &Path, title: &str) -> Res {
         .flat_map(|(_, l)| l.iter().map(|p| p.1))
         .fold(1.0, f64::max)
         * 1.05;
-    let root = area(path)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(range(0.0, end), range(0.0, y1))?;
-    chart
-        .configure_mesh()
-        .x_desc("time (s)")
-        .y_desc(format!("Mbit/s ({bin} s bins)"))
-        .draw()?;
+    let (x, y) = (
+        Axis::series("Time (s)"),
+        Axis::series("Throughput, per bin (Mbit/s)"),
+    );
+    let c = canvas(path, &title)?;
+    let mut ch = chart(&c, range(0.0, end), range(0.0, y1), &x, &y)?;
+    let mut keys = Vec::new();
     for (i, (name, line)) in series.iter().enumerate() {
-        let c = if i == n { BLACK } else { color(i) };
-        chart
-            .draw_series(LineSeries::new(thin(line), c.stroke_width(1)))?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+        let col = if i == n { BLACK } else { color(i) };
+        ch.draw_series(LineSeries::new(thin(line), col.stroke_width(1)))?;
+        keys.push(key(Glyph::Line(col), name.clone()));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
-    root.present()?;
-    Ok(())
+    drop(ch);
+    c.finish(&keys)?;
+    Ok(Figure {
+        file: file_name(path),
+        title,
+        caption: format!(
+            "Stream bytes received over each link (duplicates included) and delivered in \
+             order in total, per {bin} s bin."
+        ),
+        x,
+        y,
+        boxes: Vec::new(),
+    })
 }
 
-fn rss(rec: &RunRecord, path: &Path, title: &str) -> Res {
+fn rss(rec: &RunRecord, path: &Path, what: &str) -> Res<Figure> {
+    let title = format!("Smoothed signal and path-manager decisions — {what}");
     let end = rec.duration.as_secs_f64();
     let (lo, hi) = rec.rss.iter().fold((f64::MAX, f64::MIN), |(lo, hi), s| {
         (lo.min(f64::from(s.3)), hi.max(f64::from(s.3)))
@@ -468,18 +704,10 @@ fn rss(rec: &RunRecord, path: &Path, title: &str) -> Res {
         .flatten()
         .fold((lo, hi), |(lo, hi), t| (lo.min(*t), hi.max(*t)));
     let (y0, y1) = ((lo - 3.0).floor(), (hi + 3.0).ceil());
-    let root = area(path)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(range(0.0, end), range(y0, y1))?;
-    chart
-        .configure_mesh()
-        .x_desc("time (s)")
-        .y_desc("smoothed RSS (dBm)")
-        .draw()?;
+    let (x, y) = (Axis::series("Time (s)"), Axis::series("Smoothed RSS (dBm)"));
+    let c = canvas(path, &title)?;
+    let mut ch = chart(&c, range(0.0, end), range(y0, y1), &x, &y)?;
+    let mut keys = Vec::new();
     for (i, name) in rec.link_names.iter().enumerate() {
         let line: Vec<(f64, f64)> = rec
             .rss
@@ -490,54 +718,58 @@ fn rss(rec: &RunRecord, path: &Path, title: &str) -> Res {
         if line.is_empty() {
             continue;
         }
-        let c = color(i);
-        chart
-            .draw_series(LineSeries::new(thin(&line), c.stroke_width(1)))?
-            .label(format!("{name} RSS"))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+        let col = color(i);
+        ch.draw_series(LineSeries::new(thin(&line), col.stroke_width(1)))?;
+        keys.push(key(Glyph::Line(col), format!("{name}: smoothed RSS")));
         if let Some(Some(t)) = rec.thresholds.get(i) {
             let t = *t;
-            chart
-                .draw_series(DashedLineSeries::new(
-                    vec![(0.0, t), (end, t)],
-                    6,
-                    4,
-                    c.stroke_width(1),
-                ))?
-                .label(format!("{name} threshold {t} dBm"))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.mix(0.6)));
+            ch.draw_series(DashedLineSeries::new(
+                vec![(0.0, t), (end, t)],
+                6,
+                4,
+                col.stroke_width(1),
+            ))?;
+            keys.push(key(
+                Glyph::Dashed(col),
+                format!("{name}: threshold, {t} dBm"),
+            ));
         }
-        // Decisions on this link, as triangles on its curve's threshold line.
+        // Decisions on this link, as marks on its threshold line.
         let y = rec.thresholds.get(i).copied().flatten().unwrap_or(y0 + 1.0);
-        let up: Vec<(f64, f64)> = rec
-            .decisions
-            .iter()
-            .filter(|d| d.link == i && !d.demote)
-            .map(|d| (d.t.as_secs_f64(), y))
-            .collect();
-        let down: Vec<(f64, f64)> = rec
-            .decisions
-            .iter()
-            .filter(|d| d.link == i && d.demote)
-            .map(|d| (d.t.as_secs_f64(), y))
-            .collect();
-        let green = RGBColor(44, 160, 44);
-        let grey = RGBColor(90, 90, 90);
-        chart
-            .draw_series(thin(&up).map(move |p| TriangleMarker::new(p, 5, green.filled())))?
-            .label(format!("{name}: path manager promotes"))
-            .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 4, green.filled()));
-        chart
-            .draw_series(thin(&down).map(move |p| Cross::new(p, 4, grey.stroke_width(2))))?
-            .label(format!("{name}: path manager demotes"))
-            .legend(move |(x, y)| Cross::new((x + 10, y), 3, grey));
+        let at = |demote: bool| -> Vec<(f64, f64)> {
+            rec.decisions
+                .iter()
+                .filter(|d| d.link == i && d.demote == demote)
+                .map(|d| (d.t.as_secs_f64(), y))
+                .collect()
+        };
+        let (up, down) = (at(false), at(true));
+        if !up.is_empty() {
+            ch.draw_series(thin(&up).map(|p| TriangleMarker::new(p, 5, GREEN.filled())))?;
+            keys.push(key(
+                Glyph::Triangle(GREEN),
+                format!("{name}: path manager promotes"),
+            ));
+        }
+        if !down.is_empty() {
+            ch.draw_series(thin(&down).map(|p| Cross::new(p, 4, GREY.stroke_width(2))))?;
+            keys.push(key(
+                Glyph::Cross(GREY),
+                format!("{name}: path manager demotes"),
+            ));
+        }
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()?;
-    root.present()?;
-    Ok(())
+    drop(ch);
+    c.finish(&keys)?;
+    Ok(Figure {
+        file: file_name(path),
+        title,
+        caption: "The signal per link as the path manager sees it (after smoothing), its \
+                  threshold, and the path manager's decisions on the link, marked on its \
+                  threshold line."
+            .into(),
+        x,
+        y,
+        boxes: Vec::new(),
+    })
 }
