@@ -79,7 +79,7 @@ def main() -> None:
     for v, colour in [("stock", "tab:red"), ("rej1", "tab:blue")]:
         c = one.cbr[(one.cbr["variant"] == v) & one.cbr["sent_s"].between(first - 0.2, first + 0.8)]
         right.plot((c["sent_s"] - first) * 1e3, c["delay_ms"], ".", ms=2, color=colour, label=v)
-    right.axvline(0, color="grey", lw=1, ls=":", label="Wi-Fi address lost")
+    right.axvline(0, color="grey", lw=1, ls=":", label="wlan address lost")
     right.set_xlabel("Message generated, relative to the loss (ms)")
     right.set_ylabel("One-way delay (ms)")
     right.set_title("CBR messages around the first loss", fontsize=10)
