@@ -509,7 +509,8 @@ fn report_figures_exist_and_are_valid_svg() {
 #[test]
 fn reports_of_e2_e3_e7_are_fit_for_a_paper() {
     // File, arguments, and (figure, label) pairs: a marker label the figure must show.
-    let runs: [(&str, &[&str], &[(&str, &str)]); 3] = [
+    type Marks<'a> = &'a [(&'a str, &'a str)];
+    let runs: [(&str, &[&str], Marks); 3] = [
         (
             "e2-blockage.toml",
             &["--reps", "2"],
