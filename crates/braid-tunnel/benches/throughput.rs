@@ -16,6 +16,9 @@
 //!   builds it once; skipped with a message where Go is absent), one interface in the client
 //!   and one in the gateway namespace over c0, configured through its UAPI socket;
 //! - for reference, once: kernel MPTCP over both links without encryption, and plain TCP over c0.
+//!
+//! `BRAID_BENCH_ONLY=TEXT` runs only the variants whose name contains TEXT (and no reference);
+//! `BRAID_BENCH_STATUS=1` prints the braid client's status table after each braid run.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -65,14 +68,21 @@ fn main() {
     );
     type Variant<'a> = (&'a str, Box<dyn Fn() -> Option<Run> + 'a>);
     let mut variants: Vec<Variant> = vec![
-        ("braid, one link", Box::new(|| Some(braid(&topo, &keys, 1)))),
+        (
+            "braid, one link",
+            Box::new(|| Some(braid(&topo, &keys, 1, false))),
+        ),
         (
             "wireguard-go, one link",
             Box::new(|| wg.as_ref().map(|bin| wireguard(&topo, bin))),
         ),
         (
             "braid, two links",
-            Box::new(|| Some(braid(&topo, &keys, 2))),
+            Box::new(|| Some(braid(&topo, &keys, 2, false))),
+        ),
+        (
+            "braid, one link, TUN offload",
+            Box::new(|| Some(braid(&topo, &keys, 1, true))),
         ),
     ];
     if let Some(o) = &only {
@@ -83,7 +93,7 @@ fn main() {
         for (i, (name, f)) in variants.iter().enumerate() {
             if let Some(r) = f() {
                 println!(
-                    "  round {}: {name:<24} {:>6.2} Gbit/s  {:>5.2} cores  {:>5.2} Gbit/s per core",
+                    "  round {}: {name:<30} {:>6.2} Gbit/s  {:>5.2} cores  {:>5.2} Gbit/s per core",
                     round + 1,
                     r.gbit,
                     r.cores,
@@ -94,18 +104,18 @@ fn main() {
         }
     }
     println!(
-        "\n  {:<24} {:>22} {:>26}",
+        "\n  {:<30} {:>22} {:>26}",
         "", "Gbit/s min/med/max", "Gbit/s per core min/med/max"
     );
     for ((name, _), runs) in variants.iter().zip(&results) {
         if runs.is_empty() {
-            println!("  {name:<24} not run");
+            println!("  {name:<30} not run");
             continue;
         }
         let g = stats(runs.iter().map(|r| r.gbit));
         let c = stats(runs.iter().map(|r| r.gbit / r.cores.max(1e-9)));
         println!(
-            "  {name:<24} {:>6.2} {:>6.2} {:>6.2}     {:>6.2} {:>6.2} {:>6.2}",
+            "  {name:<30} {:>6.2} {:>6.2} {:>6.2}     {:>6.2} {:>6.2} {:>6.2}",
             g[0], g[1], g[2], c[0], c[1], c[2]
         );
     }
@@ -132,11 +142,13 @@ fn stats(xs: impl Iterator<Item = f64>) -> [f64; 3] {
     [v[0], v[v.len() / 2], v[v.len() - 1]]
 }
 
-/// braid over the first `links` links.
-fn braid(topo: &Topo, keys: &Keys, links: usize) -> Run {
-    let gcfg = gateway_config(topo, keys, "");
+/// braid over the first `links` links, with or without TUN offload (TSO/GRO).
+fn braid(topo: &Topo, keys: &Keys, links: usize, offload: bool) -> Run {
+    let mut gcfg = gateway_config(topo, keys, "");
     let mut ccfg = client_config(topo, keys, "", "");
     ccfg.links.truncate(links);
+    gcfg.tun.offload = offload;
+    ccfg.tun.offload = offload;
     let _gw = Daemon::gateway(&topo.gw, gcfg);
     let cl = Daemon::client(&topo.client, ccfg);
     wait_paths(&cl, links, Duration::from_secs(10));
@@ -145,6 +157,9 @@ fn braid(topo: &Topo, keys: &Keys, links: usize) -> Run {
     let t0 = Instant::now();
     let gbit = iperf3(&topo.client, SERVER, false);
     let cores = (cpu_seconds() - cpu0) / t0.elapsed().as_secs_f64();
+    if std::env::var_os("BRAID_BENCH_STATUS").is_some() {
+        println!("{}", braid_tunnel::daemon::status_table(&cl.status()));
+    }
     Run { gbit, cores }
 }
 
