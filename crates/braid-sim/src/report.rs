@@ -148,7 +148,8 @@ fn paper_line(r: &PlanResult, cols: &[String]) -> Option<String> {
     Some(out)
 }
 
-fn html_escape(s: &str) -> String {
+/// `s` with HTML's special characters escaped.
+pub(crate) fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -346,7 +347,8 @@ pub fn write_runs(r: &PlanResult, dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-fn sanitize(name: &str) -> String {
+/// A name safe in a file name (letters, digits, `-`, `_`, `.`; anything else `_`).
+pub(crate) fn sanitize(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {

@@ -24,6 +24,7 @@ use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::record::RunRecord;
+use crate::report::{html_escape, sanitize};
 use crate::runner::{PlanResult, VariantResult};
 
 mod summary;
@@ -193,25 +194,6 @@ pub fn write_report(r: &PlanResult, dir: &Path) -> io::Result<Vec<Figure>> {
 
 fn err(e: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("cannot draw a figure: {e}"))
-}
-
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 fn index(r: &PlanResult, figs: &[Figure]) -> String {
@@ -432,6 +414,14 @@ type Chart<'a, 'b> = ChartContext<
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
 >;
 
+/// The chart builder every figure starts from: the canvas's plot area, its margins and label
+/// areas.
+fn builder<'a, 'b>(c: &'a Canvas<'b>) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut b = ChartBuilder::on(&c.plot);
+    b.margin(12).x_label_area_size(44).y_label_area_size(74);
+    b
+}
+
 /// A chart on the canvas's plot area with the given ranges and axis labels.
 fn chart<'a, 'b>(
     c: &'a Canvas<'b>,
@@ -440,11 +430,7 @@ fn chart<'a, 'b>(
     x: &Axis,
     y: &Axis,
 ) -> Res<Chart<'a, 'b>> {
-    let mut chart = ChartBuilder::on(&c.plot)
-        .margin(12)
-        .x_label_area_size(44)
-        .y_label_area_size(74)
-        .build_cartesian_2d(xs, ys)?;
+    let mut chart = builder(c).build_cartesian_2d(xs, ys)?;
     chart
         .configure_mesh()
         .x_desc(x.label.as_str())

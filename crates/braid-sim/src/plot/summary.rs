@@ -7,7 +7,8 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use super::{
-    Axis, BoxDrawn, Canvas, Chart, Figure, Glyph, RED, Res, canvas, color, file_name, key, range,
+    Axis, BoxDrawn, Canvas, Chart, Figure, Glyph, RED, Res, builder, canvas, color, file_name, key,
+    range,
 };
 use crate::runner::{PlanResult, Summary};
 
@@ -19,11 +20,7 @@ fn categories<'a, 'b>(
     y: &Axis,
 ) -> Res<Chart<'a, 'b>> {
     let n = names.len();
-    let mut chart = ChartBuilder::on(&c.plot)
-        .margin(12)
-        .x_label_area_size(44)
-        .y_label_area_size(74)
-        .build_cartesian_2d(-0.5..n as f64 - 0.5, ys)?;
+    let mut chart = builder(c).build_cartesian_2d(-0.5..n as f64 - 0.5, ys)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -212,11 +209,8 @@ pub(super) fn sweep(
     let x = Axis::setting(setting, xlabel);
     let y = Axis::metric(key_);
     let c = canvas(path, title)?;
-    let mut ch = ChartBuilder::on(&c.plot)
-        .margin(12)
-        .x_label_area_size(44)
-        .y_label_area_size(74)
-        .build_cartesian_2d((x0 * 0.9..x1 * 1.1).log_scale(), range(0.0, y1))?;
+    let mut ch =
+        builder(&c).build_cartesian_2d((x0 * 0.9..x1 * 1.1).log_scale(), range(0.0, y1))?;
     ch.configure_mesh()
         .x_desc(x.label.as_str())
         .y_desc(y.label.as_str())
@@ -231,7 +225,7 @@ pub(super) fn sweep(
         }
         let col = color(i);
         let name = if b.is_empty() {
-            super::Axis::metric(key_).label
+            crate::metrics::axis_label(key_)
         } else {
             b.to_string()
         };
