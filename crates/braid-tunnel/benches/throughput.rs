@@ -187,9 +187,9 @@ fn wireguard_go() -> Option<PathBuf> {
     Some(bin)
 }
 
-/// A wireguard-go process for interface `dev` in `ns`, killed on drop.
+/// A wireguard-go process for interface `dev` in `ns`, killed on drop (by its [`Proc`]).
 struct Wg {
-    proc: Proc,
+    _proc: Proc,
     pid: u32,
 }
 
@@ -205,6 +205,12 @@ impl Wg {
             .stderr(Stdio::null())
             .spawn()
             .expect("wireguard-go");
+        // `ip netns exec` enters the namespace and executes wireguard-go in its place; held at
+        // once, so a failed setup below kills it too.
+        let wg = Wg {
+            pid: child.id(),
+            _proc: Proc(child),
+        };
         let t0 = Instant::now();
         while !sock.exists() {
             assert!(
@@ -222,24 +228,12 @@ impl Wg {
         assert!(answer.starts_with("errno=0"), "wireguard-go UAPI: {answer}");
         sh(ns, &format!("ip address add {address} dev {dev}"));
         sh(ns, &format!("ip link set {dev} up"));
-        // `ip netns exec` enters the namespace and executes wireguard-go in its place.
-        let pid = child.id();
-        Wg {
-            proc: Proc(child),
-            pid,
-        }
+        wg
     }
 
     /// The process's CPU time so far, seconds.
     fn cpu(&self) -> f64 {
         process_cpu(self.pid)
-    }
-}
-
-impl Drop for Wg {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.pid.to_string()).status();
-        let _ = self.proc.0.wait();
     }
 }
 
