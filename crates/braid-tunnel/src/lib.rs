@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod aqm;
 pub mod class;
 pub mod daemon;
 pub mod frame;

@@ -11,6 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::aqm::AqmConfig;
 use braid_core::Config as CoreConfig;
 use braid_core::cc::Algorithm;
 use braid_core::reinject::Policy;
@@ -314,6 +315,11 @@ pub struct ConnectionConfig {
     pub broken_after_backoffs: u32,
     /// Floor of RTTVAR in the REJ formula, ms.
     pub rej_min_rttvar_ms: f64,
+    /// CoDel's target for the delay of the stream's send queue, ms (0: no queue management;
+    /// see `braid_tunnel::aqm`).
+    pub queue_target_ms: f64,
+    /// CoDel's interval, ms (the largest smoothed RTT of the paths when longer).
+    pub queue_interval_ms: u64,
 }
 
 impl Default for ConnectionConfig {
@@ -331,6 +337,8 @@ impl Default for ConnectionConfig {
             max_ack_delay_ms: 25,
             broken_after_backoffs: 6,
             rej_min_rttvar_ms: 2.0,
+            queue_target_ms: 5.0,
+            queue_interval_ms: 100,
         }
     }
 }
@@ -862,10 +870,12 @@ fn tunnel_config(
         capacity: d.reorder_capacity,
         ..braid_hya::reorder::Config::default()
     };
+    let aqm = aqm_config(c)?;
     Ok(TunnelConfig {
         core: Arc::new(core),
         ptos,
         classes: Arc::new(classes),
+        aqm,
         per_packet: PerPacketConfig {
             sender: SenderConfig {
                 weights,
@@ -877,6 +887,31 @@ fn tunnel_config(
                 feedback_interval,
             },
         },
+    })
+}
+
+/// `connection.queue_target_ms` and `queue_interval_ms`: CoDel's parameters.
+fn aqm_config(c: &ConnectionConfig) -> Result<AqmConfig, ConfigError> {
+    let target = c.queue_target_ms;
+    if !target.is_finite() || !(0.0..=10_000.0).contains(&target) {
+        return err(format!(
+            "connection.queue_target_ms: {target} out of range: allowed 0 (off) to 10000"
+        ));
+    }
+    let interval = c.queue_interval_ms;
+    if target > 0.0 && !(1..=60_000).contains(&interval) {
+        return err(format!(
+            "connection.queue_interval_ms: {interval} out of range: allowed 1..=60000"
+        ));
+    }
+    if target > 0.0 && target >= interval as f64 {
+        return err(format!(
+            "connection.queue_target_ms: {target} must be less than queue_interval_ms ({interval})"
+        ));
+    }
+    Ok(AqmConfig {
+        target: Duration::from_secs_f64(target / 1000.0),
+        interval: Duration::from_millis(interval),
     })
 }
 

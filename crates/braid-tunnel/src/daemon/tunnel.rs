@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::perpacket::{PerPacket, PerPacketConfig};
 use super::status;
+use crate::aqm::{AqmConfig, Arrivals, Codel};
 use crate::class::{Carrier, Classes};
 use crate::frame::{FrameError, PtoS, PtoSConfig, PushError, StoP};
 
@@ -31,6 +32,8 @@ pub struct TunnelConfig {
     pub classes: Arc<Classes>,
     /// The per-packet carrier.
     pub per_packet: PerPacketConfig,
+    /// Queue management of the stream's send queue.
+    pub aqm: AqmConfig,
 }
 
 /// A datagram to send: its path and the local address (the client's link) it leaves from.
@@ -66,6 +69,11 @@ pub struct Tunnel {
     per_packet: PerPacket,
     /// Scratch: one core datagram.
     dg: Vec<u8>,
+    /// CoDel on the stream's send queue, and when its packets arrived.
+    aqm: Codel,
+    arrivals: Arrivals,
+    /// The queue's delay at the last packet pushed into the stream.
+    queue_delay: std::time::Duration,
 }
 
 impl Tunnel {
@@ -85,6 +93,9 @@ impl Tunnel {
             classes: cfg.classes.clone(),
             per_packet: PerPacket::new(&cfg.per_packet, side, max_datagram),
             dg: Vec::with_capacity(2048),
+            aqm: Codel::new(cfg.aqm),
+            arrivals: Arrivals::default(),
+            queue_delay: std::time::Duration::ZERO,
         }
     }
 
@@ -117,9 +128,39 @@ impl Tunnel {
         {
             return Ok(());
         }
+        if self.aqm_drop(now) {
+            return Ok(());
+        }
         self.ptos.push(now, packet)?;
+        self.arrivals.push(self.ptos.end_offset(), now);
         self.feed(now);
         Ok(())
+    }
+
+    /// CoDel's verdict on a packet entering the stream at `now` (see [`crate::aqm`]): the
+    /// queue's delay is the age of the oldest packet not sent yet, the interval the configured
+    /// one or the largest smoothed RTT of the usable paths when longer.
+    fn aqm_drop(&mut self, now: Instant) -> bool {
+        if !self.aqm.config().enabled() {
+            return false;
+        }
+        let sent = self.conn.stream_sent();
+        self.queue_delay = self.arrivals.delay(now, sent);
+        let backlog = self.ptos.end_offset().saturating_sub(sent);
+        let interval = self
+            .conn
+            .paths()
+            .filter(|p| p.usable)
+            .map(|p| p.srtt)
+            .fold(self.aqm.config().interval, std::time::Duration::max);
+        let mtu = self.ptos.config().max_packet_len as u64;
+        self.aqm
+            .on_arrival(now, self.queue_delay, backlog, mtu, interval)
+    }
+
+    /// Packets CoDel dropped at the entry of the stream.
+    pub fn aqm_drops(&self) -> u64 {
+        self.aqm.drops
     }
 
     /// A datagram's payload (after the connection id, not a probe) from the peer: a core
@@ -231,6 +272,11 @@ impl Tunnel {
         c["conn_id"] = format!("{:08x}", self.id).into();
         c["pathless_s"] = self.pathless(now).map_or(0.0, |d| d.as_secs_f64()).into();
         c["framing"] = self.framing_json();
+        c["queue"] = serde_json::json!({
+            "delay_ms": self.queue_delay.as_secs_f64() * 1e3,
+            "aqm_drops": self.aqm.drops,
+            "aqm_target_ms": self.aqm.config().target.as_secs_f64() * 1e3,
+        });
         if self.classes.uses(Carrier::PerPacket) || self.per_packet.active() {
             c["datagram"] = self.per_packet.json();
         }

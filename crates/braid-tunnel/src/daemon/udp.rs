@@ -410,6 +410,7 @@ impl Drops {
             .map(|(k, _)| k)
             .into_iter()
             .chain(per_packet.map(|k| format!("datagram_{k}")))
+            .chain(["stream_aqm".to_string()])
         {
             m.insert(k, 0u64.into());
         }
@@ -417,6 +418,7 @@ impl Drops {
             for (k, n) in core(&t.conn.stats().dropped)
                 .into_iter()
                 .chain(t.per_packet_drops())
+                .chain([("stream_aqm".to_string(), t.aqm_drops())])
             {
                 let v = m.entry(k).or_insert(Value::from(0u64));
                 *v = (v.as_u64().unwrap_or(0) + n).into();

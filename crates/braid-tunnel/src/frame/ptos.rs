@@ -231,6 +231,11 @@ impl PtoS {
         &self.buf[self.head..]
     }
 
+    /// Stream offset just past the last buffered byte (the stream's end once all is written).
+    pub fn end_offset(&self) -> u64 {
+        self.offset + self.len() as u64
+    }
+
     /// Bytes buffered.
     pub fn len(&self) -> usize {
         self.buf.len() - self.head

@@ -335,3 +335,39 @@ fn the_default_reinjection_is_guarded_rej() {
     let core = core_config(&c.connection, 1472).unwrap();
     assert_eq!(core.reinjection.name(), "rejg1");
 }
+
+#[test]
+fn queue_management_is_on_by_default_and_its_errors_name_the_key() {
+    let c = ClientConfig::parse(&client_toml(), []).unwrap();
+    let t = c.tunnel_config().unwrap();
+    assert_eq!(t.aqm, crate::aqm::AqmConfig::default());
+    assert!(t.aqm.enabled());
+    let with = |keys: &str| {
+        let text = format!("{}\n[connection]\n{keys}\n", client_toml());
+        ClientConfig::parse(&text, []).and_then(|c| c.tunnel_config())
+    };
+    let off = with("queue_target_ms = 0").unwrap();
+    assert!(!off.aqm.enabled());
+    for (keys, want) in [
+        (
+            "queue_target_ms = -1",
+            "connection.queue_target_ms: -1 out of range",
+        ),
+        (
+            "queue_target_ms = nan",
+            "connection.queue_target_ms: NaN out of range",
+        ),
+        (
+            "queue_interval_ms = 0",
+            "connection.queue_interval_ms: 0 out of range",
+        ),
+        (
+            "queue_target_ms = 200\nqueue_interval_ms = 100",
+            "connection.queue_target_ms: 200 must be less than queue_interval_ms (100)",
+        ),
+    ] {
+        let e = with(keys).unwrap_err().0;
+        assert!(e.contains(want), "{e} (wanted {want})");
+        assert!(!e.contains('\n'), "{e}");
+    }
+}
