@@ -13,6 +13,10 @@
 //! until it falls below. The drop happens at entry rather than at the head (the stream's bytes
 //! cannot be taken back once written), which delays the signal by one queue delay.
 //!
+//! Off by default (`[connection] queue_target_ms`): on one greedy flow the drops cost a little
+//! of the links' use (the README has the figures), and pure TCP acknowledgements already skip
+//! the queue on the per-packet carrier (`class::Classes::acks_per_packet`).
+//!
 //! Sans-IO: time and the queue's state are arguments.
 
 use std::collections::VecDeque;

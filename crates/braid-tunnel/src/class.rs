@@ -44,6 +44,11 @@ pub struct Classes {
     pub default: Carrier,
     /// Tried in order.
     pub rules: Vec<Rule>,
+    /// Pure TCP acknowledgements (no payload; no SYN, FIN or RST) go per packet, before any
+    /// rule: on the stream they would wait behind everything queued in their direction (a bulk
+    /// upload's backlog holds a download's acknowledgements back and stalls it), while a lost
+    /// one is covered by the next. Connection set-up and teardown stay on the stream.
+    pub acks_per_packet: bool,
 }
 
 impl Classes {
@@ -52,24 +57,30 @@ impl Classes {
         Classes {
             default: carrier,
             rules: Vec::new(),
+            acks_per_packet: false,
         }
     }
 
     /// The carrier of `packet`.
     pub fn carrier(&self, packet: &[u8]) -> Carrier {
-        if self.rules.is_empty() {
+        if self.rules.is_empty() && !self.acks_per_packet {
             return self.default;
         }
         let h = Header::parse(packet);
+        if self.acks_per_packet && h.pure_ack {
+            return Carrier::PerPacket;
+        }
         self.rules
             .iter()
             .find(|r| r.matches(&h))
             .map_or(self.default, |r| r.carrier)
     }
 
-    /// Whether any packet can go per packet.
+    /// Whether any packet can go on `carrier`.
     pub fn uses(&self, carrier: Carrier) -> bool {
-        self.default == carrier || self.rules.iter().any(|r| r.carrier == carrier)
+        self.default == carrier
+            || self.rules.iter().any(|r| r.carrier == carrier)
+            || (self.acks_per_packet && carrier == Carrier::PerPacket)
     }
 }
 
@@ -91,6 +102,27 @@ struct Header {
     protocol: Option<u8>,
     dscp: Option<u8>,
     ports: Option<(u16, u16)>,
+    /// A TCP segment with ACK set, no SYN, FIN or RST, and no payload.
+    pure_ack: bool,
+}
+
+/// TCP flags (RFC 9293 §3.1).
+const TCP_FIN: u8 = 0x01;
+const TCP_SYN: u8 = 0x02;
+const TCP_RST: u8 = 0x04;
+const TCP_ACK: u8 = 0x10;
+
+/// Whether `tcp`, the rest of an IP packet whose payload is `payload_len` bytes long, is a
+/// pure acknowledgement.
+fn pure_ack(tcp: &[u8], payload_len: usize) -> bool {
+    let (Some(&off), Some(&flags)) = (tcp.get(12), tcp.get(13)) else {
+        return false;
+    };
+    let header_len = usize::from(off >> 4) * 4;
+    header_len >= 20
+        && header_len == payload_len
+        && flags & TCP_ACK != 0
+        && flags & (TCP_SYN | TCP_FIN | TCP_RST) == 0
 }
 
 /// IP protocols whose header starts with 16-bit source and destination ports.
@@ -101,21 +133,36 @@ impl Header {
         let Some(&b0) = p.first() else {
             return Header::default();
         };
-        let (protocol, dscp, transport) = match b0 >> 4 {
+        // (protocol, DSCP, transport header offset, IP payload length).
+        let (protocol, dscp, transport, payload_len) = match b0 >> 4 {
             // RFC 791 §3.1; RFC 2474 §3: DSCP is the high six bits of the TOS octet.
             4 if p.len() >= 20 => {
                 let ihl = usize::from(b0 & 0x0f) * 4;
-                let first_fragment = u16::from_be_bytes([p[6], p[7]]) & 0x1fff == 0;
+                let flags_fragment = u16::from_be_bytes([p[6], p[7]]);
+                let whole = flags_fragment & 0x3fff == 0;
+                let first_fragment = flags_fragment & 0x1fff == 0;
+                let total = usize::from(u16::from_be_bytes([p[2], p[3]]));
                 (
                     p[9],
                     p[1] >> 2,
                     (ihl >= 20 && first_fragment).then_some(ihl),
+                    (whole && total >= ihl).then(|| total - ihl),
                 )
             }
-            // RFC 8200 §3: traffic class across bytes 0 and 1, next header at 6.
-            6 if p.len() >= 40 => (p[6], ((b0 & 0x0f) << 2) | (p[1] >> 6), Some(40)),
+            // RFC 8200 §3: traffic class across bytes 0 and 1, next header at 6, payload length
+            // at 4.
+            6 if p.len() >= 40 => (
+                p[6],
+                ((b0 & 0x0f) << 2) | (p[1] >> 6),
+                Some(40),
+                Some(usize::from(u16::from_be_bytes([p[4], p[5]]))),
+            ),
             _ => return Header::default(),
         };
+        let pure_ack = protocol == 6
+            && transport
+                .zip(payload_len)
+                .is_some_and(|(at, len)| p.get(at..).is_some_and(|tcp| pure_ack(tcp, len)));
         let ports = transport
             .filter(|_| PORTED.contains(&protocol))
             .and_then(|at| p.get(at..at + 4))
@@ -129,6 +176,7 @@ impl Header {
             protocol: Some(protocol),
             dscp: Some(dscp),
             ports,
+            pure_ack,
         }
     }
 }
@@ -251,6 +299,7 @@ mod tests {
         let c = Classes {
             default: Carrier::Stream,
             rules: vec![rule(Some(17), Some(5004..=5004), None)],
+            acks_per_packet: false,
         };
         assert_eq!(c.carrier(&udp4(40000, 5004, 0)), Carrier::PerPacket);
         assert_eq!(c.carrier(&udp4(5004, 40000, 0)), Carrier::PerPacket);
@@ -278,6 +327,7 @@ mod tests {
                     ..rule(Some(6), None, None)
                 },
             ],
+            acks_per_packet: false,
         };
         assert_eq!(c.carrier(&udp4(1, 2, 46 << 2)), Carrier::Stream);
         assert_eq!(c.carrier(&tcp6(1, 2, 46 << 2)), Carrier::Stream);
@@ -285,6 +335,60 @@ mod tests {
         // The first rule that holds wins.
         assert_eq!(c.carrier(&tcp6(1, 2, 0)), Carrier::PerPacket);
         assert_eq!(c.carrier(&[]), Carrier::PerPacket);
+    }
+
+    /// A TCP segment with `flags` and `payload` bytes after a 20-byte header (options: 12
+    /// more), over IPv4 or IPv6.
+    fn tcp(v6: bool, flags: u8, payload: usize, options: bool) -> Vec<u8> {
+        let th = if options { 32 } else { 20 };
+        let ih = if v6 { 40 } else { 20 };
+        let mut p = vec![0u8; ih + th + payload];
+        if v6 {
+            p[0] = 0x60;
+            p[4..6].copy_from_slice(&((th + payload) as u16).to_be_bytes());
+            p[6] = 6;
+        } else {
+            p[0] = 0x45;
+            let total = p.len() as u16;
+            p[2..4].copy_from_slice(&total.to_be_bytes());
+            p[6] = 0x40; // don't fragment
+            p[9] = 6;
+        }
+        p[ih + 12] = ((th / 4) as u8) << 4;
+        p[ih + 13] = flags;
+        p
+    }
+
+    #[test]
+    fn pure_acks_go_per_packet_and_nothing_else_does() {
+        let c = Classes {
+            acks_per_packet: true,
+            ..Classes::all(Carrier::Stream)
+        };
+        for v6 in [false, true] {
+            for options in [false, true] {
+                // ACK, ACK|PSH, ACK|ECE|CWR: pure acknowledgements.
+                for flags in [0x10, 0x18, 0xd0] {
+                    assert_eq!(c.carrier(&tcp(v6, flags, 0, options)), Carrier::PerPacket);
+                }
+                // Data, SYN|ACK, FIN|ACK, RST|ACK, no ACK: the stream.
+                assert_eq!(c.carrier(&tcp(v6, 0x10, 1, options)), Carrier::Stream);
+                for flags in [0x12, 0x11, 0x14, 0x02, 0x00] {
+                    assert_eq!(c.carrier(&tcp(v6, flags, 0, options)), Carrier::Stream);
+                }
+            }
+            // A truncated header or a length that does not add up: the stream.
+            let p = tcp(v6, 0x10, 0, false);
+            assert_eq!(c.carrier(&p[..p.len() - 8]), Carrier::Stream);
+        }
+        let mut frag = tcp(false, 0x10, 0, false);
+        frag[6] = 0x20; // more fragments
+        assert_eq!(c.carrier(&frag), Carrier::Stream);
+        assert_eq!(c.carrier(&udp4(1, 2, 0)), Carrier::Stream);
+        assert!(c.uses(Carrier::PerPacket));
+        let off = Classes::all(Carrier::Stream);
+        assert_eq!(off.carrier(&tcp(false, 0x10, 0, false)), Carrier::Stream);
+        assert!(!off.uses(Carrier::PerPacket));
     }
 
     #[test]
@@ -312,6 +416,7 @@ mod tests {
             let c = Classes {
                 default: Carrier::Stream,
                 rules: vec![rule(Some(17), Some(1..=9), Some(0))],
+                acks_per_packet: true,
             };
             let _ = c.carrier(&p);
         }

@@ -194,9 +194,13 @@ fn a_class_sends_udp_5004_per_packet_and_tcp_on_the_stream() {
         port: Some(NameOrNumber::Number(5004)),
         dscp: None,
     };
+    // Pure TCP acknowledgements go per packet by default (`acks_per_packet`); off here, so
+    // the per-packet counters hold the class's packets alone.
     let (topo, gw, cl) = start("bdc", |g, c| {
         g.classes = vec![class.clone()];
         c.classes = vec![class];
+        g.connection.acks_per_packet = false;
+        c.connection.acks_per_packet = false;
     });
     let data = file_bytes(30 << 20);
     let want = sha256(&data);

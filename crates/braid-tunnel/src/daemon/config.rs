@@ -315,11 +315,14 @@ pub struct ConnectionConfig {
     pub broken_after_backoffs: u32,
     /// Floor of RTTVAR in the REJ formula, ms.
     pub rej_min_rttvar_ms: f64,
-    /// CoDel's target for the delay of the stream's send queue, ms (0: no queue management;
-    /// see `braid_tunnel::aqm`).
+    /// CoDel's target for the delay of the stream's send queue, ms (0, the default: no queue
+    /// management; see `braid_tunnel::aqm`).
     pub queue_target_ms: f64,
     /// CoDel's interval, ms (the largest smoothed RTT of the paths when longer).
     pub queue_interval_ms: u64,
+    /// Pure TCP acknowledgements go per packet rather than behind the stream's queue
+    /// (`class::Classes::acks_per_packet`; transport `braid`).
+    pub acks_per_packet: bool,
 }
 
 impl Default for ConnectionConfig {
@@ -337,8 +340,9 @@ impl Default for ConnectionConfig {
             max_ack_delay_ms: 25,
             broken_after_backoffs: 6,
             rej_min_rttvar_ms: 2.0,
-            queue_target_ms: 5.0,
+            queue_target_ms: 0.0,
             queue_interval_ms: 100,
+            acks_per_packet: true,
         }
     }
 }
@@ -831,7 +835,8 @@ fn tunnel_config(
 ) -> Result<TunnelConfig, ConfigError> {
     let core = core_config(c, outer_payload)?;
     let ptos = batch(b, core.max_datagram_size - 40, tun.mtu)?;
-    let classes = class_rules(transport, classes)?;
+    let mut classes = class_rules(transport, classes)?;
+    classes.acks_per_packet = c.acks_per_packet && matches!(transport, Transport::Braid);
     let per_packet_max = core
         .max_datagram_size
         .saturating_sub(braid_hya::wire::DATA_HEADER_LEN);
@@ -1003,6 +1008,7 @@ fn class_rules(transport: Transport, rules: &[ClassConfig]) -> Result<Classes, C
     Ok(Classes {
         default,
         rules: out,
+        acks_per_packet: false,
     })
 }
 

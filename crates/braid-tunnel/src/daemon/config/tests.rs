@@ -337,17 +337,24 @@ fn the_default_reinjection_is_guarded_rej() {
 }
 
 #[test]
-fn queue_management_is_on_by_default_and_its_errors_name_the_key() {
+fn queue_management_is_off_by_default_acks_go_per_packet_and_errors_name_the_key() {
     let c = ClientConfig::parse(&client_toml(), []).unwrap();
     let t = c.tunnel_config().unwrap();
-    assert_eq!(t.aqm, crate::aqm::AqmConfig::default());
-    assert!(t.aqm.enabled());
+    assert!(!t.aqm.enabled());
+    assert!(t.classes.acks_per_packet);
     let with = |keys: &str| {
         let text = format!("{}\n[connection]\n{keys}\n", client_toml());
         ClientConfig::parse(&text, []).and_then(|c| c.tunnel_config())
     };
-    let off = with("queue_target_ms = 0").unwrap();
-    assert!(!off.aqm.enabled());
+    let on = with("queue_target_ms = 5").unwrap();
+    assert_eq!(on.aqm, crate::aqm::AqmConfig::default());
+    assert!(on.aqm.enabled());
+    assert!(
+        !with("acks_per_packet = false")
+            .unwrap()
+            .classes
+            .acks_per_packet
+    );
     for (keys, want) in [
         (
             "queue_target_ms = -1",
@@ -358,7 +365,7 @@ fn queue_management_is_on_by_default_and_its_errors_name_the_key() {
             "connection.queue_target_ms: NaN out of range",
         ),
         (
-            "queue_interval_ms = 0",
+            "queue_target_ms = 5\nqueue_interval_ms = 0",
             "connection.queue_interval_ms: 0 out of range",
         ),
         (
