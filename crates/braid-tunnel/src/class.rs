@@ -96,6 +96,12 @@ impl Rule {
     }
 }
 
+/// Whether `packet` is a pure TCP acknowledgement (see [`Classes::acks_per_packet`]): it
+/// needs no order, so the per-packet receiver passes it on at once.
+pub fn is_pure_ack(packet: &[u8]) -> bool {
+    Header::parse(packet).pure_ack
+}
+
 /// The fields a rule reads.
 #[derive(Debug, Default)]
 struct Header {

@@ -63,6 +63,10 @@ pub struct PerPacket {
     buf: Vec<u8>,
     /// Packet buffers released to the TUN device, for the next ones received.
     pool: Vec<Vec<u8>>,
+    /// Pure TCP acknowledgements received, passed on at once: they need no order, and the
+    /// reorder buffer's wait would stretch the flow's ACK clock (an empty placeholder keeps
+    /// their number in the buffer, so the packets behind them do not wait for a hole).
+    immediate: VecDeque<Vec<u8>>,
     /// Scratch: the usable paths as links, with their local addresses.
     links: Vec<Link>,
     locals: Vec<(PathId, AddrId)>,
@@ -82,6 +86,7 @@ impl PerPacket {
             queue: VecDeque::new(),
             buf: Vec::new(),
             pool: Vec::new(),
+            immediate: VecDeque::new(),
             links: Vec::new(),
             locals: Vec::new(),
             fb: Vec::new(),
@@ -142,8 +147,15 @@ impl PerPacket {
                 }
                 let mut item = self.pool.pop().unwrap_or_default();
                 item.clear();
-                item.extend_from_slice(packet);
+                let ack = crate::class::is_pure_ack(packet);
+                if !ack {
+                    item.extend_from_slice(packet);
+                }
                 self.rx.on_data(now, &header, packet.len(), item).ok()?;
+                if ack {
+                    // Accepted (not a replay): pass it on now; the buffer keeps the placeholder.
+                    self.immediate.push_back(packet.to_vec());
+                }
                 Some(path)
             }
         }
@@ -165,10 +177,17 @@ impl PerPacket {
         Some((path, local))
     }
 
-    /// Packets released in order by the reorder buffer, to `emit`.
+    /// Packets received, to `emit`: pure acknowledgements at once, then what the reorder buffer
+    /// released in order.
     pub fn drain(&mut self, mut emit: impl FnMut(&[u8])) {
-        while let Some(p) = self.rx.pop() {
+        while let Some(p) = self.immediate.pop_front() {
             emit(&p);
+        }
+        while let Some(p) = self.rx.pop() {
+            // An empty item is the placeholder of an acknowledgement passed on already.
+            if !p.is_empty() {
+                emit(&p);
+            }
             if self.pool.len() < 1024 {
                 self.pool.push(p);
             }

@@ -299,3 +299,45 @@ fn per_packet_sends_on_suspected_paths_when_every_path_is_suspected() {
         (0..10u8).map(|i| udp(5004, i, 300)).collect::<Vec<_>>()
     );
 }
+
+/// An IPv4 TCP segment of 40 bytes with `flags` and no payload.
+fn tcp_segment(flags: u8) -> Vec<u8> {
+    let mut p = vec![0u8; 40];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&40u16.to_be_bytes());
+    p[6] = 0x40;
+    p[9] = 6;
+    p[32] = 5 << 4;
+    p[33] = flags;
+    p
+}
+
+#[test]
+fn pure_acks_go_per_packet_and_are_passed_on_at_once() {
+    let cfg = config("", 1400);
+    assert!(cfg.classes.acks_per_packet);
+    let mut p = Pair::new(&cfg);
+    let stream_before = p.c.conn.stats().data_packets_sent;
+    let ack = tcp_segment(0x10);
+    p.c.push(p.now, &ack).unwrap();
+    // One step: sent, received and drained in the same millisecond, without the reorder
+    // buffer's in-sequence wait.
+    p.run(Duration::from_millis(1));
+    assert_eq!(p.at_s, vec![ack.clone()]);
+    assert_eq!(p.c.per_packet.json()["sent_packets"], 1);
+    assert_eq!(p.c.conn.stats().data_packets_sent, stream_before);
+    // A SYN, and the packets of a class behind the acknowledgement, keep their carriers and
+    // order; the placeholder of the acknowledgement is never emitted.
+    let syn = tcp_segment(0x02);
+    p.c.push(p.now, &syn).unwrap();
+    p.c.push(p.now, &ack).unwrap();
+    p.run(Duration::from_millis(50));
+    assert_eq!(p.at_s.len(), 3, "{:?}", p.at_s);
+    assert!(p.at_s.contains(&syn));
+    assert!(p.at_s.iter().all(|x| !x.is_empty()));
+    assert_eq!(p.c.per_packet.json()["sent_packets"], 2);
+    assert!(
+        p.c.conn.stats().data_packets_sent > stream_before,
+        "the SYN on the stream"
+    );
+}
