@@ -147,15 +147,17 @@ impl PerPacket {
                 }
                 let mut item = self.pool.pop().unwrap_or_default();
                 item.clear();
-                let ack = crate::class::is_pure_ack(packet);
-                if !ack {
-                    item.extend_from_slice(packet);
+                item.extend_from_slice(packet);
+                if !crate::class::is_pure_ack(packet) {
+                    self.rx.on_data(now, &header, packet.len(), item).ok()?;
+                    return Some(path);
                 }
-                self.rx.on_data(now, &header, packet.len(), item).ok()?;
-                if ack {
-                    // Accepted (not a replay): pass it on now; the buffer keeps the placeholder.
-                    self.immediate.push_back(packet.to_vec());
-                }
+                // The buffer keeps an empty placeholder (no allocation); once accepted (not a
+                // replay), the acknowledgement is passed on now.
+                self.rx
+                    .on_data(now, &header, packet.len(), Vec::new())
+                    .ok()?;
+                self.immediate.push_back(item);
                 Some(path)
             }
         }
@@ -182,13 +184,16 @@ impl PerPacket {
     pub fn drain(&mut self, mut emit: impl FnMut(&[u8])) {
         while let Some(p) = self.immediate.pop_front() {
             emit(&p);
+            if self.pool.len() < 1024 {
+                self.pool.push(p);
+            }
         }
         while let Some(p) = self.rx.pop() {
             // An empty item is the placeholder of an acknowledgement passed on already.
             if !p.is_empty() {
                 emit(&p);
             }
-            if self.pool.len() < 1024 {
+            if self.pool.len() < 1024 && p.capacity() > 0 {
                 self.pool.push(p);
             }
         }

@@ -132,7 +132,9 @@ impl Tunnel {
             return Ok(());
         }
         self.ptos.push(now, packet)?;
-        self.arrivals.push(self.ptos.end_offset(), now);
+        if self.aqm.config().enabled() {
+            self.arrivals.push(self.ptos.end_offset(), now);
+        }
         self.feed(now);
         Ok(())
     }
