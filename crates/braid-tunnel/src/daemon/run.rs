@@ -92,6 +92,7 @@ pub(crate) async fn run<T: Transport>(
         v["tun"] = json!({
             "name": tun_cfg.name,
             "write_errors": tun.write_errors,
+            "read_dropped": tun.read_dropped,
             "too_big": too_big.json(),
         });
         v

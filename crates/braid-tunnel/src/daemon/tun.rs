@@ -13,6 +13,9 @@ use super::config::{Prefix, TunConfig};
 /// Packets written per batch before a flush is forced.
 const WRITE_BATCH: usize = IDEAL_BATCH_SIZE;
 
+/// Capacity of a write buffer with offload: what tun-rs needs to coalesce into it.
+const GRO_CAPACITY: usize = 2 * VIRTIO_NET_HDR_LEN + 65_535;
+
 /// A TUN device with its read and write batches.
 pub struct Tun {
     dev: AsyncDevice,
@@ -28,6 +31,9 @@ pub struct Tun {
     out_len: usize,
     /// Packets the kernel refused (a full queue, an invalid packet).
     pub write_errors: u64,
+    /// Reads with offload whose packet could not be split into segments (a malformed virtio
+    /// header or segment): dropped.
+    pub read_dropped: u64,
 }
 
 impl Tun {
@@ -60,35 +66,61 @@ impl Tun {
         for r in &cfg.routes {
             route(&cfg.name, r)?;
         }
-        let mtu = usize::from(cfg.mtu);
-        let batch = if cfg.offload { IDEAL_BATCH_SIZE } else { 1 };
+        // With offload a segment is as long as the kernel's segment size, which follows the
+        // device's MTU at the time, not the configured one (it may be raised at runtime):
+        // room for the largest IP packet, so a read never fails for a short buffer and the
+        // MTU check sees every packet whole.
+        let (batch, each) = if cfg.offload {
+            (IDEAL_BATCH_SIZE, 65_535)
+        } else {
+            (1, usize::from(cfg.mtu).max(1500) + 64)
+        };
         Ok(Tun {
             dev,
             offload: cfg.offload,
             raw: vec![0; VIRTIO_NET_HDR_LEN + 65_535],
-            bufs: vec![vec![0; mtu.max(1500) + 64]; batch],
+            bufs: vec![vec![0; each]; batch],
             sizes: vec![0; batch],
             count: 0,
             gro: GROTable::default(),
             out: Vec::new(),
             out_len: 0,
             write_errors: 0,
+            read_dropped: 0,
         })
     }
 
-    /// Waits for and reads the next batch of packets (cancel-safe).
+    /// Waits for and reads the next batch of packets (cancel-safe). With offload, a packet
+    /// read whole that cannot be split is dropped and counted, and the wait goes on.
     pub async fn recv(&mut self) -> io::Result<()> {
         self.count = 0;
-        let n = if self.offload {
-            self.dev
-                .recv_multiple(&mut self.raw, &mut self.bufs, &mut self.sizes, 0)
-                .await?
-        } else {
-            self.sizes[0] = self.dev.recv(&mut self.bufs[0]).await?;
-            1
-        };
-        self.count = n;
-        Ok(())
+        loop {
+            let r = if self.offload {
+                self.dev
+                    .recv_multiple(&mut self.raw, &mut self.bufs, &mut self.sizes, 0)
+                    .await
+            } else {
+                let r = self.dev.recv(&mut self.bufs[0]).await;
+                r.map(|n| {
+                    self.sizes[0] = n;
+                    1
+                })
+            };
+            match r {
+                Ok(n) => {
+                    self.count = n;
+                    return Ok(());
+                }
+                Err(e) if self.unsplittable(&e) => self.read_dropped += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Whether `e` is tun-rs refusing the packet it read (its own errors carry no OS error
+    /// code), not the device failing.
+    fn unsplittable(&self, e: &io::Error) -> bool {
+        self.offload && e.raw_os_error().is_none()
     }
 
     /// Reads the next batch if one is waiting; `false` when the device is empty.
@@ -109,6 +141,10 @@ impl Tun {
                 Ok(true)
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) if self.unsplittable(&e) => {
+                self.read_dropped += 1;
+                Ok(true)
+            }
             Err(e) => Err(e),
         }
     }
@@ -123,7 +159,11 @@ impl Tun {
     pub fn queue(&mut self, packet: &[u8]) -> bool {
         let head = if self.offload { VIRTIO_NET_HDR_LEN } else { 0 };
         if self.out.len() <= self.out_len {
-            self.out.push(Vec::with_capacity(head + 1500));
+            // tun-rs coalesces a packet into an earlier one only where that one's buffer can
+            // take the whole super-segment without growing (room for two virtio headers and
+            // 64 kB); with less, nothing coalesces and every packet is its own write.
+            let cap = if self.offload { GRO_CAPACITY } else { 1500 };
+            self.out.push(Vec::with_capacity(cap));
         }
         let b = &mut self.out[self.out_len];
         b.clear();
