@@ -70,7 +70,7 @@ fn main() {
     let mut variants: Vec<Variant> = vec![
         (
             "braid, one link",
-            Box::new(|| Some(braid(&topo, &keys, 1, false))),
+            Box::new(|| Some(braid(&topo, &keys, 1, true))),
         ),
         (
             "wireguard-go, one link",
@@ -78,11 +78,11 @@ fn main() {
         ),
         (
             "braid, two links",
-            Box::new(|| Some(braid(&topo, &keys, 2, false))),
+            Box::new(|| Some(braid(&topo, &keys, 2, true))),
         ),
         (
-            "braid, one link, TUN offload",
-            Box::new(|| Some(braid(&topo, &keys, 1, true))),
+            "braid, one link, no TUN offload",
+            Box::new(|| Some(braid(&topo, &keys, 1, false))),
         ),
     ];
     if let Some(o) = &only {
@@ -119,8 +119,17 @@ fn main() {
             g[0], g[1], g[2], c[0], c[1], c[2]
         );
     }
-    if let (Some(b), Some(w)) = (results.first(), results.get(1))
-        && !b.is_empty()
+    // By name: `BRAID_BENCH_ONLY` may have left either out.
+    let runs_of = |name: &str| {
+        variants
+            .iter()
+            .position(|(n, _)| *n == name)
+            .map(|i| results[i].as_slice())
+    };
+    if let (Some(b), Some(w)) = (
+        runs_of("braid, one link"),
+        runs_of("wireguard-go, one link"),
+    ) && !b.is_empty()
         && !w.is_empty()
     {
         let med = |rs: &[Run], f: fn(&Run) -> f64| stats(rs.iter().map(f))[1];
@@ -142,13 +151,16 @@ fn stats(xs: impl Iterator<Item = f64>) -> [f64; 3] {
     [v[0], v[v.len() / 2], v[v.len() - 1]]
 }
 
-/// braid over the first `links` links, with or without TUN offload (TSO/GRO).
+/// braid over the first `links` links with the default configuration, or with TUN offload
+/// (TSO/GRO, on by default) turned off.
 fn braid(topo: &Topo, keys: &Keys, links: usize, offload: bool) -> Run {
     let mut gcfg = gateway_config(topo, keys, "");
     let mut ccfg = client_config(topo, keys, "", "");
     ccfg.links.truncate(links);
-    gcfg.tun.offload = offload;
-    ccfg.tun.offload = offload;
+    if !offload {
+        gcfg.tun.offload = false;
+        ccfg.tun.offload = false;
+    }
     let _gw = Daemon::gateway(&topo.gw, gcfg);
     let cl = Daemon::client(&topo.client, ccfg);
     wait_paths(&cl, links, Duration::from_secs(10));

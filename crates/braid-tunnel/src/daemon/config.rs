@@ -281,8 +281,11 @@ pub struct TunConfig {
     /// Transmit queue length of the device.
     #[serde(default = "default_txqueuelen")]
     pub txqueuelen: u32,
-    /// TSO/GRO offload with batched reads and writes (virtio header).
-    #[serde(default)]
+    /// TSO/GRO offload with batched reads and writes (virtio header): the kernel hands over
+    /// and takes TCP segments of up to 64 kB, so the inner stacks process a few large
+    /// segments instead of many small packets. On by default (about 4x the throughput of one
+    /// TCP flow on unshaped links, README); `false` for a kernel without virtio headers on TUN.
+    #[serde(default = "default_offload")]
     pub offload: bool,
 }
 
@@ -430,6 +433,9 @@ fn default_mtu() -> u16 {
 }
 fn default_txqueuelen() -> u32 {
     1000
+}
+fn default_offload() -> bool {
+    true
 }
 fn default_dead_after_ms() -> u64 {
     5000
