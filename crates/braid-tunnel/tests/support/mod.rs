@@ -663,6 +663,23 @@ impl Received {
         worst
     }
 
+    /// The `q`-quantile (0 < q ≤ 1) of the intervals between consecutive reads in `[from, to]`
+    /// (times since the first byte): how smoothly the receiver was given data.
+    pub fn read_gap_quantile(&self, from: Duration, to: Duration, q: f64) -> Duration {
+        let mut gaps: Vec<Duration> = self
+            .reads
+            .windows(2)
+            .filter(|w| w[0].0 >= from && w[1].0 <= to)
+            .map(|w| w[1].0 - w[0].0)
+            .collect();
+        if gaps.is_empty() {
+            return Duration::MAX;
+        }
+        gaps.sort();
+        let i = ((q * gaps.len() as f64).ceil() as usize).clamp(1, gaps.len()) - 1;
+        gaps[i]
+    }
+
     /// The longest interval without new bytes from `before` ahead of the instant `at` to
     /// `after` past it: (gap, its start relative to `at`, negative when before it, in s).
     pub fn longest_stall_around(
@@ -690,7 +707,11 @@ pub fn tcp_receiver(ns: &NetNs) -> JoinHandle<Received> {
 /// for what it received.
 pub fn tcp_receiver_at(ns: &NetNs, bind: &str) -> JoinHandle<Received> {
     let bind: SocketAddr = bind.parse().expect("a socket address");
-    let l = ns.run(move || TcpListener::bind(bind).unwrap());
+    receive(ns.run(move || TcpListener::bind(bind).unwrap()))
+}
+
+/// What the first connection accepted on `l` receives, read as it arrives.
+fn receive(l: TcpListener) -> JoinHandle<Received> {
     std::thread::spawn(move || {
         let (mut s, _) = l.accept().unwrap();
         let mut buf = vec![0u8; 256 * 1024];
@@ -984,8 +1005,14 @@ pub fn cbr_between(
 /// A TCP sender (CUBIC) from namespace `from` to `to_addr`, writing for `dur`, then closing.
 pub fn tcp_sender_for(from: &NetNs, to_addr: &str, dur: Duration) -> JoinHandle<()> {
     let addr: SocketAddr = to_addr.parse().expect("a socket address");
-    let mut s =
-        from.run(move || TcpStream::connect_timeout(&addr, Duration::from_secs(10)).unwrap());
+    send_for(
+        from.run(move || TcpStream::connect_timeout(&addr, Duration::from_secs(10)).unwrap()),
+        dur,
+    )
+}
+
+/// Writes on `s` (CUBIC) for `dur`, then closes it.
+fn send_for(mut s: TcpStream, dur: Duration) -> JoinHandle<()> {
     socket2::SockRef::from(&s)
         .set_tcp_congestion(b"cubic")
         .expect("TCP_CONGESTION cubic");
@@ -999,6 +1026,35 @@ pub fn tcp_sender_for(from: &NetNs, to_addr: &str, dur: Duration) -> JoinHandle<
         }
         let _ = s.shutdown(std::net::Shutdown::Write);
     })
+}
+
+/// One kernel MPTCP flow (IPPROTO_MPTCP sockets both ends, CUBIC on its subflows) from
+/// namespace `from` to `to_addr` (a listener bound to `bind` in namespace `to`), sending for
+/// `dur`: what the receiver saw. The subflows are the namespaces' MPTCP endpoints'.
+pub fn mptcp_flow(from: &NetNs, to: &NetNs, bind: &str, to_addr: &str, dur: Duration) -> Received {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let bind: SocketAddr = bind.parse().expect("a socket address");
+    let addr: SocketAddr = to_addr.parse().expect("a socket address");
+    let mptcp = |a: SocketAddr| {
+        Socket::new(Domain::for_address(a), Type::STREAM, Some(Protocol::MPTCP))
+            .expect("an MPTCP socket (kernel MPTCP enabled)")
+    };
+    let l = to.run(move || {
+        let s = mptcp(bind);
+        s.set_reuse_address(true).unwrap();
+        s.bind(&bind.into()).unwrap();
+        s.listen(8).unwrap();
+        TcpListener::from(s)
+    });
+    let rx = receive(l);
+    let s = from.run(move || {
+        let s = mptcp(addr);
+        s.connect_timeout(&addr.into(), Duration::from_secs(10))
+            .unwrap();
+        TcpStream::from(s)
+    });
+    let _ = send_for(s, dur).join();
+    rx.join().expect("receiver")
 }
 
 /// One TCP flow (CUBIC) from namespace `from` to `to_addr` (a listener bound to `bind` in
