@@ -161,7 +161,7 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                     match (d.dump().await, d.tcp().await) {
                         (Ok(conns), Ok(sockets)) => {
                             let k = KernelState { conns: &conns, sockets: &sockets };
-                            ops.extend(drain.check(&k, |p| bridge.link_gone(p.local)));
+                            ops.extend(drain.check(now(), &k, |p| bridge.link_gone(p.local)));
                         }
                         (Err(e), _) | (_, Err(e)) => tracing::warn!("sock_diag: {e}"),
                     }
@@ -366,6 +366,7 @@ fn status_json(
             "kernel_request_errors": counters.request_errors,
             "stale_commands": bridge.stale_commands,
             "drain_parked": drain.stats.parked,
+            "drain_destroyed_dead_idle": drain.stats.destroyed_dead_idle,
             "drain_destroyed": drain.stats.destroyed_drained,
             "drain_destroyed_lost": drain.stats.destroyed_lost,
             "drain_closed_by_kernel": drain.stats.closed_by_kernel,

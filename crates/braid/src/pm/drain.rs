@@ -21,7 +21,10 @@
 //! destroyed at once. That data is lost with the link; the close makes the kernel send it on
 //! the other subflows now, where waiting would leave it to the kernel's stale detection (a
 //! few retransmission timeouts, `mptcp_pm_subflow_chk_stale()`), which re-sends the same
-//! queue later.
+//! queue later. A subflow whose link is gone and that holds nothing waits for the drain at most
+//! [`DEAD_IDLE_WAIT`]: nothing will ever close it (no data, no timer), and a bulk sender may
+//! never let the connection drain, so without a bound it would stay for good, taking a place
+//! of the kernel's subflow limit that the link needs when it comes back.
 //!
 //! The policy (`braid_pm::Manager`) has forgotten the subflow at step 1: the kernel's later
 //! events for it (SUB_PRIORITY after the flag, SUB_CLOSED after the destroy) name a subflow
@@ -32,6 +35,10 @@ use braid_mptcp::{MptcpInfo, TcpState, Token};
 use braid_pm::SubflowId;
 
 use super::bridge::KernelOp;
+
+/// How long a parked subflow whose link is gone and that holds no data waits for its
+/// connection to drain before it is destroyed anyway.
+pub const DEAD_IDLE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A subflow the policy removed, waiting for its connection to drain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +66,8 @@ pub struct DrainStats {
     pub destroyed_drained: u64,
     /// Destroys issued at once because the subflow's link was gone with data on it.
     pub destroyed_lost: u64,
+    /// Destroys of subflows whose link was gone, idle, after [`DEAD_IDLE_WAIT`] undrained.
+    pub destroyed_dead_idle: u64,
     /// Parked subflows the kernel closed itself.
     pub closed_by_kernel: u64,
     /// Largest unacknowledged amount a destroy was issued with.
@@ -131,9 +140,14 @@ impl Drain {
         }
     }
 
-    /// Looks at the parked subflows against what the kernel holds (`dead`: whether a
+    /// Looks at the parked subflows against what the kernel holds at `now` (`dead`: whether a
     /// subflow's link is gone): the destroys to make now.
-    pub fn check(&mut self, k: &KernelState<'_>, dead: impl Fn(&Parked) -> bool) -> Vec<KernelOp> {
+    pub fn check(
+        &mut self,
+        now: Instant,
+        k: &KernelState<'_>,
+        dead: impl Fn(&Parked) -> bool,
+    ) -> Vec<KernelOp> {
         let Some(max) = self.max_unacked else {
             return Vec::new();
         };
@@ -148,13 +162,17 @@ impl Drain {
                 .sockets
                 .iter()
                 .find(|t| t.local == p.local && t.remote == p.remote);
-            let lost = sock.is_some_and(|t| t.holds_data()) && dead(p);
+            let dead = dead(p);
+            let lost = dead && sock.is_some_and(|t| t.holds_data());
+            let dead_idle = dead && !lost && now.saturating_since(p.since) >= DEAD_IDLE_WAIT;
             let unacked = conn.unacked();
-            if !lost && unacked > max {
+            if !lost && !dead_idle && unacked > max {
                 return true;
             }
             if lost {
                 stats.destroyed_lost += 1;
+            } else if dead_idle && unacked > max {
+                stats.destroyed_dead_idle += 1;
             } else {
                 stats.destroyed_drained += 1;
                 stats.max_unacked_at_destroy = stats.max_unacked_at_destroy.max(unacked);
@@ -236,14 +254,14 @@ mod tests {
                 conns: &[info(7, 1 << 20)],
                 sockets: &[s],
             };
-            assert!(d.check(&k, |_| dead).is_empty());
+            assert!(d.check(Instant::ZERO, &k, |_| dead).is_empty());
             assert!(d.is_parked(SubflowId(3)));
         }
         let k = KernelState {
             conns: &[info(7, 20_000)],
             sockets: &[sock(0, 0)],
         };
-        let ops = d.check(&k, |_| false);
+        let ops = d.check(Instant::ZERO, &k, |_| false);
         assert_eq!(
             ops,
             vec![KernelOp::SubflowDestroy {
@@ -258,6 +276,35 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_subflow_whose_link_went_is_destroyed_after_the_bounded_wait() {
+        let mut d = Drain::new(Some(32_768));
+        let (l, r) = (sa("10.0.1.1:40000"), sa("10.0.9.2:5201"));
+        d.remove(SubflowId(3), Token(7), l, r, false, Instant::ZERO);
+        // A bulk sender keeps a megabyte unacknowledged: the connection never drains.
+        let k = KernelState {
+            conns: &[info(7, 1 << 20)],
+            sockets: &[sock(0, 0)],
+        };
+        let just_before = Instant::ZERO + DEAD_IDLE_WAIT - std::time::Duration::from_millis(1);
+        assert!(d.check(just_before, &k, |_| true).is_empty());
+        // Its link works: it may still drain, it stays.
+        assert!(
+            d.check(Instant::ZERO + DEAD_IDLE_WAIT, &k, |_| false)
+                .is_empty()
+        );
+        assert_eq!(
+            d.check(Instant::ZERO + DEAD_IDLE_WAIT, &k, |_| true),
+            vec![KernelOp::SubflowDestroy {
+                token: Token(7),
+                local: l,
+                remote: r
+            }]
+        );
+        assert_eq!(d.stats.destroyed_dead_idle, 1);
+        assert!(d.parked().is_empty());
+    }
+
+    #[test]
     fn a_subflow_whose_link_went_with_data_on_it_is_destroyed_at_once() {
         let mut d = Drain::new(Some(32_768));
         let (l, r) = (sa("10.0.1.1:40000"), sa("10.0.9.2:5201"));
@@ -266,7 +313,7 @@ mod tests {
             conns: &[info(7, 1 << 20)],
             sockets: &[sock(0, 64_000)],
         };
-        assert_eq!(d.check(&k, |_| true).len(), 1);
+        assert_eq!(d.check(Instant::ZERO, &k, |_| true).len(), 1);
         assert_eq!(d.stats.destroyed_lost, 1);
         assert!(d.parked().is_empty());
     }
@@ -284,7 +331,10 @@ mod tests {
         assert_eq!(d.stats.closed_by_kernel, 1);
         // A connection gone: its parked subflows are forgotten.
         d.remove(SubflowId(2), Token(2), l, r, true, Instant::ZERO);
-        assert!(d.check(&KernelState::default(), |_| false).is_empty());
+        assert!(
+            d.check(Instant::ZERO, &KernelState::default(), |_| false)
+                .is_empty()
+        );
         assert!(d.parked().is_empty());
     }
 
@@ -301,7 +351,7 @@ mod tests {
             conns: &[info(1, 100), info(2, 1 << 20)],
             sockets: &[],
         };
-        let ops = d.check(&k, |_| true);
+        let ops = d.check(Instant::ZERO, &k, |_| true);
         assert_eq!(
             ops,
             vec![KernelOp::SubflowDestroy {
