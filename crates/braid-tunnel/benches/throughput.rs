@@ -17,6 +17,10 @@
 //!   and one in the gateway namespace over c0, configured through its UAPI socket;
 //! - for reference, once: kernel MPTCP over both links without encryption, and plain TCP over c0.
 //!
+//! Unshaped, one link already keeps both cores busy (the daemons, iperf3 and the kernel's
+//! forwarding share them), so a second link adds no capacity; the variants with both links
+//! shaped at 1 Gbit/s each (tbf) show what two links carry when the CPU allows it.
+//!
 //! `BRAID_BENCH_ONLY=TEXT` runs only the variants whose name contains TEXT (and no reference);
 //! `BRAID_BENCH_STATUS=1` prints the braid client's status table after each braid run.
 
@@ -84,6 +88,14 @@ fn main() {
             "braid, one link, no TUN offload",
             Box::new(|| Some(braid(&topo, &keys, 1, false))),
         ),
+        (
+            "braid, one 1 Gbit/s link",
+            Box::new(|| Some(shaped(&topo, || braid(&topo, &keys, 1, true)))),
+        ),
+        (
+            "braid, two 1 Gbit/s links",
+            Box::new(|| Some(shaped(&topo, || braid(&topo, &keys, 2, true)))),
+        ),
     ];
     if let Some(o) = &only {
         variants.retain(|(n, _)| n.contains(o.as_str()));
@@ -139,6 +151,18 @@ fn main() {
             med(b, |r| r.gbit / r.cores) / med(w, |r| r.gbit / r.cores)
         );
     }
+    if let (Some(one), Some(two)) = (
+        runs_of("braid, one 1 Gbit/s link"),
+        runs_of("braid, two 1 Gbit/s links"),
+    ) && !one.is_empty()
+        && !two.is_empty()
+    {
+        let med = |rs: &[Run]| stats(rs.iter().map(|r| r.gbit))[1];
+        println!(
+            "  braid, two 1 Gbit/s links / one (medians): {:.2}×",
+            med(two) / med(one)
+        );
+    }
     if only.is_none() {
         references(&topo);
     }
@@ -173,6 +197,35 @@ fn braid(topo: &Topo, keys: &Keys, links: usize, offload: bool) -> Run {
         println!("{}", braid_tunnel::daemon::status_table(&cl.status()));
     }
     Run { gbit, cores }
+}
+
+/// Capacity of each link in the shaped variants (Mbit/s): two of them are less than one
+/// unshaped link carries, so the CPU allows two to carry more than one.
+const SHAPED_MBIT: u32 = 1000;
+
+/// `run` with both links shaped by tbf at [`SHAPED_MBIT`] each way (a 20 ms queue; a burst of
+/// 1 ms at the rate, as a 1 Gbit/s port sends back to back), unshaped again afterwards.
+fn shaped(topo: &Topo, run: impl FnOnce() -> Run) -> Run {
+    let devs = [
+        (&topo.client, "c0"),
+        (&topo.client, "c1"),
+        (&topo.gw, "g0"),
+        (&topo.gw, "g1"),
+    ];
+    let burst = (SHAPED_MBIT as usize * 1000 / 8).max(32 * 1024);
+    for (ns, dev) in devs {
+        sh(
+            ns,
+            &format!(
+                "tc qdisc replace dev {dev} root tbf rate {SHAPED_MBIT}mbit burst {burst} latency 20ms"
+            ),
+        );
+    }
+    let r = run();
+    for (ns, dev) in devs {
+        sh(ns, &format!("tc qdisc del dev {dev} root"));
+    }
+    r
 }
 
 /// The wireguard-go binary, built by `scripts/wireguard-go`; `None` (said) without Go.
