@@ -358,18 +358,7 @@ fn process_cpu(pid: u32) -> f64 {
 
 /// Kernel MPTCP over both links without encryption, and plain TCP over c0: the ceilings.
 fn references(topo: &Topo) {
-    for ns in [&topo.client, &topo.gw] {
-        sh(ns, "ip mptcp limits set subflows 2 add_addr_accepted 2");
-    }
-    sh(
-        &topo.client,
-        "ip mptcp endpoint add 10.0.2.2 dev c1 subflow",
-    );
-    sh(&topo.client, "ip rule add from 10.0.2.2 table 2");
-    sh(
-        &topo.client,
-        "ip route add 10.0.1.0/24 via 10.0.2.1 dev c1 table 2",
-    );
+    topo.kernel_mptcp_subflows();
     println!("\n  reference, one run each:");
     {
         let _srv = mptcp_iperf3_server(&topo.gw);

@@ -87,18 +87,7 @@ fn default_config_keeps_up_with_kernel_mptcp_and_delivers_smoothly() {
             OMIT + STEADY,
         )
     };
-    for ns in [&topo.client, &topo.gw] {
-        sh(ns, "ip mptcp limits set subflows 2 add_addr_accepted 2");
-    }
-    sh(
-        &topo.client,
-        "ip mptcp endpoint add 10.0.2.2 dev c1 subflow",
-    );
-    sh(&topo.client, "ip rule add from 10.0.2.2 table 2");
-    sh(
-        &topo.client,
-        "ip route add 10.0.1.0/24 via 10.0.2.1 dev c1 table 2",
-    );
+    topo.kernel_mptcp_subflows();
     let kernel = mptcp_flow(
         &topo.client,
         &topo.gw,

@@ -113,6 +113,25 @@ impl Topo {
         }
     }
 
+    /// Kernel MPTCP between client and gateway over both links ([`Topo::new`]'s addressing):
+    /// two subflows allowed, the client announces c1 as a subflow endpoint and routes from its
+    /// address through c1 to the gateway's c0 network (10.0.1.0/24), so a connection to
+    /// 10.0.1.1 gets a second subflow on c1.
+    pub fn kernel_mptcp_subflows(&self) {
+        for ns in [&self.client, &self.gw] {
+            sh(ns, "ip mptcp limits set subflows 2 add_addr_accepted 2");
+        }
+        sh(
+            &self.client,
+            "ip mptcp endpoint add 10.0.2.2 dev c1 subflow",
+        );
+        sh(&self.client, "ip rule add from 10.0.2.2 table 2");
+        sh(
+            &self.client,
+            "ip route add 10.0.1.0/24 via 10.0.2.1 dev c1 table 2",
+        );
+    }
+
     /// client (c0 10.0.1.2, c1 10.0.2.2) ⇄ router (r0 10.0.1.1, r1 10.0.2.1, r8 10.0.8.1)
     /// ⇄ gateway (g8 [`ROUTED_GW`] 10.0.8.2, g9 10.0.9.1) ⇄ server (s9 10.0.9.2). Each client
     /// link reaches the gateway through its own route (`10.0.8.0/24 via` the link's router
