@@ -278,6 +278,13 @@ impl Sender {
         }
     }
 
+    /// Whether the link numbered `index` is stalled: its packets went unreported for its
+    /// stall time (found when a packet is sent with it among the links) and no report has
+    /// shown it delivering since.
+    pub fn is_stalled(&self, index: usize) -> bool {
+        self.links.get(index).is_some_and(|l| l.stalled)
+    }
+
     /// The next sequence number.
     pub fn next_seq(&self) -> u64 {
         self.seq
@@ -433,12 +440,14 @@ mod tests {
         }
         let l1 = s.links().find(|l| l.index == 1).unwrap();
         assert!(l1.stalled, "{l1:?}");
+        assert!(s.is_stalled(1) && !s.is_stalled(0) && !s.is_stalled(7));
         assert_eq!(l1.stalls, 1);
         // While suspended: one probe per stall time (200 ms), not half the packets.
         assert!(probes_on_1 <= 2, "{probes_on_1} packets on the dead link");
         // It delivers again: back at once.
         s.on_feedback(ms(t), [report(11, u64::from(sent[1]), sent[1])]);
         assert!(!s.links().find(|l| l.index == 1).unwrap().stalled);
+        assert!(!s.is_stalled(1));
     }
 
     #[test]

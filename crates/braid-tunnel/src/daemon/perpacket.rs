@@ -289,7 +289,8 @@ impl PerPacket {
     }
 
     /// The connection's usable paths as the scheduler's links: established, usable, not
-    /// backup; backups when nothing else is usable; when every path is suspected (the stream's
+    /// backup; backups too when none of those delivers (none usable, or every one stalled by
+    /// braid-hya's feedback); when every path is suspected (the stream's
     /// retransmission or reinjection timers marked them all at once, as under a bulk transfer
     /// filling both queues), every established one: braid-hya's own stall detection judges
     /// the links for datagrams, and a packet sent on a suspected path beats one dropped. The
@@ -300,7 +301,7 @@ impl PerPacket {
         self.locals.clear();
         for (suspected, backup) in [(false, false), (false, true), (true, false), (true, true)] {
             for p in conn.paths() {
-                if !p.established || (!p.usable && !suspected) || p.backup != backup {
+                if !p.established || p.usable == suspected || p.backup != backup {
                     continue;
                 }
                 let link = match self.side {
@@ -314,7 +315,11 @@ impl PerPacket {
                 });
                 self.locals.push((p.id, p.local));
             }
-            if !self.links.is_empty() {
+            // Enough once one of them delivers. A path the core still counts usable may be
+            // one this carrier has found stalled (a side that sends the stream little or
+            // nothing on it learns of a dead link only from the per-packet feedback): it
+            // stays in the list, for its probes, and the next tier (the backup paths) joins.
+            if self.links.iter().any(|l| !self.tx.is_stalled(l.index)) {
                 return;
             }
         }
