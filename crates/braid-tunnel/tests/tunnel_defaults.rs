@@ -108,6 +108,16 @@ enum Flows {
     Both,
 }
 
+impl Flows {
+    fn name(self) -> &'static str {
+        match self {
+            Flows::Upload => "upload",
+            Flows::Download => "download",
+            Flows::Both => "each way",
+        }
+    }
+}
+
 /// What a run of [`lose_links`] measured.
 struct Losses {
     /// The longest receiver silence around a loss, over the losses and directions.
@@ -266,11 +276,7 @@ fn default_config_loses_a_link_on_50_and_30_mbit_without_silence_over_50_ms() {
     let keys = Keys::new();
     for flows in [Flows::Upload, Flows::Download] {
         let run = lose_links(&topo, &keys, "default", flows);
-        let dir = if flows == Flows::Upload {
-            "upload"
-        } else {
-            "download"
-        };
+        let dir = flows.name();
         eprintln!(
             "{dir}: longest silence around a link loss {:.1} ms; {} packets reinjected",
             run.worst.as_secs_f64() * 1e3,
@@ -308,11 +314,7 @@ fn a_backup_link_takes_a_flow_over_when_the_primary_goes_silent() {
     let topo = Topo::routed("bdb", Some(RATES));
     let keys = Keys::new();
     for flows in [Flows::Upload, Flows::Download] {
-        let dir = if flows == Flows::Upload {
-            "upload"
-        } else {
-            "download"
-        };
+        let dir = flows.name();
         let run = lose_links_with(&topo, &keys, "default", flows, true);
         eprintln!(
             "{dir}, backup c1: longest silence around a link loss {:.1} ms; {} packets reinjected",
