@@ -367,6 +367,7 @@ fn status_json(
             "stale_commands": bridge.stale_commands,
             "drain_parked": drain.stats.parked,
             "drain_destroyed_dead_idle": drain.stats.destroyed_dead_idle,
+            "drain_destroyed_timeout": drain.stats.destroyed_timeout,
             "drain_destroyed": drain.stats.destroyed_drained,
             "drain_destroyed_lost": drain.stats.destroyed_lost,
             "drain_closed_by_kernel": drain.stats.closed_by_kernel,

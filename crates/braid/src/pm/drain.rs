@@ -26,6 +26,11 @@
 //! never let the connection drain, so without a bound it would stay for good, taking a place
 //! of the kernel's subflow limit that the link needs when it comes back.
 //!
+//! Any parked subflow is destroyed after [`DRAIN_MAX_WAIT`] at the latest, drained or not: a
+//! bulk sender that never lets the connection drain would otherwise keep it parked for good,
+//! holding a place of the kernel's subflow limit that the policy may need for the subflow it
+//! moved to; the re-send is then the price of that place.
+//!
 //! The policy (`braid_pm::Manager`) has forgotten the subflow at step 1: the kernel's later
 //! events for it (SUB_PRIORITY after the flag, SUB_CLOSED after the destroy) name a subflow
 //! the policy no longer holds, and it ignores them.
@@ -39,6 +44,10 @@ use super::bridge::KernelOp;
 /// How long a parked subflow whose link is gone and that holds no data waits for its
 /// connection to drain before it is destroyed anyway.
 pub const DEAD_IDLE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long any parked subflow waits for its connection to drain before it is destroyed
+/// anyway.
+pub const DRAIN_MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A subflow the policy removed, waiting for its connection to drain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +77,8 @@ pub struct DrainStats {
     pub destroyed_lost: u64,
     /// Destroys of subflows whose link was gone, idle, after [`DEAD_IDLE_WAIT`] undrained.
     pub destroyed_dead_idle: u64,
+    /// Destroys of subflows still undrained after [`DRAIN_MAX_WAIT`] (link working).
+    pub destroyed_timeout: u64,
     /// Parked subflows the kernel closed itself.
     pub closed_by_kernel: u64,
     /// Largest unacknowledged amount a destroy was issued with.
@@ -164,15 +175,19 @@ impl Drain {
                 .find(|t| t.local == p.local && t.remote == p.remote);
             let dead = dead(p);
             let lost = dead && sock.is_some_and(|t| t.holds_data());
-            let dead_idle = dead && !lost && now.saturating_since(p.since) >= DEAD_IDLE_WAIT;
+            let waited = now.saturating_since(p.since);
+            let dead_idle = dead && !lost && waited >= DEAD_IDLE_WAIT;
+            let timeout = waited >= DRAIN_MAX_WAIT;
             let unacked = conn.unacked();
-            if !lost && !dead_idle && unacked > max {
+            if !lost && !dead_idle && !timeout && unacked > max {
                 return true;
             }
             if lost {
                 stats.destroyed_lost += 1;
             } else if dead_idle && unacked > max {
                 stats.destroyed_dead_idle += 1;
+            } else if unacked > max {
+                stats.destroyed_timeout += 1;
             } else {
                 stats.destroyed_drained += 1;
                 stats.max_unacked_at_destroy = stats.max_unacked_at_destroy.max(unacked);
@@ -301,6 +316,32 @@ mod tests {
             }]
         );
         assert_eq!(d.stats.destroyed_dead_idle, 1);
+        assert!(d.parked().is_empty());
+    }
+
+    #[test]
+    fn a_subflow_that_never_drains_is_destroyed_after_the_longest_wait() {
+        let mut d = Drain::new(Some(32_768));
+        let (l, r) = (sa("10.0.1.1:40000"), sa("10.0.9.2:5201"));
+        d.remove(SubflowId(3), Token(7), l, r, false, Instant::ZERO);
+        // Its link works and carries data, a bulk sender keeps a megabyte unacknowledged.
+        let k = KernelState {
+            conns: &[info(7, 1 << 20)],
+            sockets: &[sock(5, 0)],
+        };
+        let just_before = Instant::ZERO + DRAIN_MAX_WAIT - std::time::Duration::from_millis(1);
+        assert!(d.check(just_before, &k, |_| false).is_empty());
+        assert!(d.is_parked(SubflowId(3)));
+        assert_eq!(
+            d.check(Instant::ZERO + DRAIN_MAX_WAIT, &k, |_| false),
+            vec![KernelOp::SubflowDestroy {
+                token: Token(7),
+                local: l,
+                remote: r
+            }]
+        );
+        assert_eq!(d.stats.destroyed_timeout, 1);
+        assert_eq!(d.stats.destroyed_drained, 0);
         assert!(d.parked().is_empty());
     }
 
