@@ -255,9 +255,18 @@ pub const METRICS: &[MetricDef] = &[
         key: "completion_s",
         label: "Transfer time",
         unit: "s",
-        experiments: "E13, E14",
+        experiments: "E11, E12, E13, E14",
         per: Per::Run,
         about: "file transfer time from the application start",
+        shown: Shown::Median,
+    },
+    MetricDef {
+        key: "transfer_mbps",
+        label: "Transfer throughput",
+        unit: "Mbit/s",
+        experiments: "E11, E12",
+        per: Per::Run,
+        about: "a file's bytes over its transfer time from the application start (seed 003's iperf figure); a transfer that did not complete: bytes delivered until the run ended",
         shown: Shown::Median,
     },
     MetricDef {
@@ -575,6 +584,20 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
             "completion_s".into(),
             vec![c.saturating_sub(r.app_start).as_secs_f64()],
         );
+    }
+    if let Some(main) = r.flows.first()
+        && main.file_bytes.is_some()
+    {
+        // A file: its bytes over its transfer time; one that did not complete, what it
+        // delivered until the run ended.
+        let until = main.completed.unwrap_or(end).min(end);
+        let span = until.saturating_sub(main.start).as_secs_f64();
+        if span > 0.0 {
+            out.insert(
+                "transfer_mbps".into(),
+                vec![main.delivered as f64 * 8.0 / span / 1e6],
+            );
+        }
     }
     if let Some(main) = r.flows.first()
         && let Some(n) = main.redundant_packets

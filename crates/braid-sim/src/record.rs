@@ -77,7 +77,8 @@ pub struct FlowRecord {
     /// Bytes read that differ from what was written at that offset (with
     /// [`RunOptions::verify`]; always 0 when the stream is intact).
     pub corrupt: u64,
-    /// File transfer completion time.
+    /// File transfer: its size, and when it completed.
+    pub file_bytes: Option<u64>,
     pub completed: Option<Duration>,
     /// Data packets the receiver got whose stream bytes it already had (counted in
     /// topologies, where packets cross relays: `None` in the two-node form).

@@ -6,7 +6,7 @@
 //! { "scenario", "file", "description", "seed", "repetitions", "duration_s",
 //!   "paper": { "source", "note", "values": { variant: { metric: number } } } | null,
 //!   "variants": [ { "name", "settings": { key: value },
-//!                   "metrics": { metric: { "median", "q1", "q3", "min", "max", "mean", "n",
+//!                   "metrics": { metric: { "median", "q1", "q3", "min", "max", "mean", "std", "n",
 //!                                          "windows" (event metrics) } },
 //!                   "runs": [ { "seed", "events", "metrics": { metric: [values] } } ] } ] }
 //! ```
@@ -268,6 +268,7 @@ pub fn table(r: &PlanResult) -> String {
 fn summary_json(s: &Summary) -> Value {
     json!({
         "median": s.median, "q1": s.q1, "q3": s.q3, "min": s.min, "max": s.max, "mean": s.mean,
+        "std": s.std,
         "n": s.n,
     })
 }

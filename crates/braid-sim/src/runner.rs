@@ -14,6 +14,8 @@ use crate::{metrics, pcap};
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {
     pub mean: f64,
+    /// Sample standard deviation (0 for one value).
+    pub std: f64,
     pub median: f64,
     pub q1: f64,
     pub q3: f64,
@@ -29,8 +31,15 @@ impl Summary {
             return None;
         }
         v.sort_by(f64::total_cmp);
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        let var = if v.len() > 1 {
+            v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1) as f64
+        } else {
+            0.0
+        };
         Some(Summary {
-            mean: v.iter().sum::<f64>() / v.len() as f64,
+            mean,
+            std: var.sqrt(),
             median: metrics::quantile(&v, 0.5),
             q1: metrics::quantile(&v, 0.25),
             q3: metrics::quantile(&v, 0.75),

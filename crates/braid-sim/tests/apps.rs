@@ -102,3 +102,40 @@ fn every_packet_delivery_is_an_event() {
         rec.events
     );
 }
+
+/// `[tunnel]`: a file through the tunnel arrives whole and in order with either transport,
+/// on links that lose packets (the end-to-end connection recovers what HYA loses), and the
+/// transfer uses both links.
+#[test]
+fn a_file_through_the_tunnel_arrives_intact_with_either_transport() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    for transport in ["braid", "datagram"] {
+        let text = format!("{TWO_LINKS}\n[tunnel]\ntransport = \"{transport}\"\n");
+        // HYA under 1 % loss is slow (the end-to-end connection sees every loss): time enough.
+        let o = [
+            "link.0.loss=0.01".to_string(),
+            "link.1.loss=0.01".to_string(),
+            "duration=120s".to_string(),
+        ];
+        let plan = scenario::load_str(&text, "apps.toml", &dir, &o).unwrap();
+        let v = &plan.variants[0];
+        let rec = world::run_with(
+            v,
+            1,
+            world::RunOptions {
+                verify: true,
+                ..world::RunOptions::default()
+            },
+        );
+        let f = &rec.flows[0];
+        assert_eq!(f.delivered, 10_000_000, "{transport}: {f:?}");
+        assert_eq!(f.corrupt, 0, "{transport}: {f:?}");
+        assert!(f.completed.is_some(), "{transport}: {f:?}");
+        // Both links carried a share of the 10 MB.
+        let bytes: Vec<u64> = rec.link_stats.iter().map(|(d, _)| d.bytes).collect();
+        assert!(
+            bytes.iter().all(|&b| b > 1_000_000),
+            "{transport}: {bytes:?}"
+        );
+    }
+}

@@ -1,4 +1,4 @@
-//! The shapes of the seed papers' results (SPEC E1–E10), on the shipped scenarios shortened to
+//! The shapes of the seed papers' results (SPEC E1–E14), on the shipped scenarios shortened to
 //! fewer loss cycles and repetitions. The full runs and their figures are in the README.
 
 use std::collections::BTreeMap;
@@ -323,5 +323,68 @@ fn e14_transfer_time_rises_steeply_below_six_rb() {
             t6 <= 1.35 * large,
             "{v}: 6·RB {t6:.1} s, 50–200·RB {large:.1} s"
         );
+    }
+}
+
+/// E11 (seed 003 Fig. 8): the tunnel carries about the sum of the two links, each alone what
+/// its rate allows. The tunnel's own headers (the host's IPv4/TCP header and the end-to-end
+/// connection's inside each tunnel packet) take about 6 % of the sum.
+#[test]
+fn e11_the_tunnel_carries_about_the_sum_of_both_links() {
+    let r = run("e11-tunnel-aggregation.toml", &["repetitions=2"]);
+    let t = |v: &str| r[v]["transfer_mbps"];
+    assert!(t("fixed") >= 0.9 * 10.0 && t("fixed") <= 10.0, "{r:?}");
+    assert!(t("cellular") >= 0.9 * 5.0 && t("cellular") <= 5.0, "{r:?}");
+    let sum = t("fixed") + t("cellular");
+    assert!(t("tunnel") >= 0.9 * sum && t("tunnel") <= sum, "{r:?}");
+}
+
+/// E12, RTT (seed 003 Fig. 9): the tunnel stays near the sum at every cellular RTT; HYA 1:1
+/// stays below it at every RTT, and HYA 2:1 matches it only while the RTTs are close enough
+/// for its reorder buffer (falling far below once they differ by more than its out-of-order
+/// timeout).
+#[test]
+fn e12_the_tunnel_beats_hya_as_the_cellular_rtt_grows() {
+    let r = run(
+        "e12-tunnel-vs-hya-rtt.toml",
+        &[
+            "repetitions=2",
+            r#"sweep."link.1.delay"=["15ms","25ms","40ms"]"#,
+        ],
+    );
+    let t = |v: &str, d: &str| r[&format!("{v}-{d}")]["transfer_mbps"];
+    for d in ["15ms", "25ms", "40ms"] {
+        assert!(t("tunnel", d) >= 12.5, "{d}: {r:?}");
+        assert!(t("hya11", d) < 0.8 * t("tunnel", d), "{d}: {r:?}");
+    }
+    // Slightly, if at all, lower at the longest RTT.
+    assert!(t("tunnel", "40ms") >= 0.95 * t("tunnel", "15ms"), "{r:?}");
+    assert!(t("hya21", "15ms") >= 0.95 * t("tunnel", "15ms"), "{r:?}");
+    assert!(t("hya21", "40ms") < 0.5 * t("tunnel", "40ms"), "{r:?}");
+}
+
+/// E12, loss (seed 003 Fig. 10): from 0.01 % to 5 % loss on the fixed link HYA 1:1 loses far
+/// more of its throughput than the tunnel (paper: 82.6 % against 59.3 %), HYA 2:1 too; under
+/// heavy loss the tunnel keeps about the better link's rate (cellular alone, E11's variant,
+/// less the tunnel's headers), HYA far below it.
+#[test]
+fn e12_hya_loses_far_more_than_the_tunnel_as_the_fixed_link_loses_packets() {
+    let r = run(
+        "e12-tunnel-vs-hya-loss.toml",
+        &["repetitions=2", r#"sweep."link.0.loss"=[0.0001,0.05,0.2]"#],
+    );
+    let t = |v: &str, l: &str| r[&format!("{v}-{l}")]["transfer_mbps"];
+    let drop = |v: &str| 1.0 - t(v, "0.05") / t(v, "0.0001");
+    assert!(drop("tunnel") <= 0.7, "{r:?}");
+    assert!(drop("hya11") >= 0.75, "{r:?}");
+    assert!(drop("hya11") >= drop("tunnel") + 0.15, "{r:?}");
+    assert!(drop("hya21") >= drop("tunnel") + 0.15, "{r:?}");
+    let alone = run("e11-tunnel-aggregation.toml", &["repetitions=1"])["cellular"]["transfer_mbps"];
+    assert!(
+        t("tunnel", "0.2") >= 0.9 * alone,
+        "tunnel {r:?}, cellular alone {alone}"
+    );
+    for v in ["hya11", "hya21"] {
+        assert!(t(v, "0.2") <= 0.2 * alone, "{v}: {r:?}");
     }
 }

@@ -330,7 +330,12 @@ fn check_expanded(
             }
         }
     }
+    let tunnel = match &s.tunnel {
+        Some(t) => build_tunnel(&s, t, &config)?,
+        None => None,
+    };
     Ok(Variant {
+        tunnel,
         name,
         settings,
         scenario: s,
@@ -516,6 +521,88 @@ fn capacity(
             Trace::load(&p).map(Capacity::Trace)
         }
     }
+}
+
+/// `[tunnel]`: the daemon's tunnel configuration with the scenario's core, and the end-to-end
+/// connection's (`None` for `transport = "none"`).
+fn build_tunnel(
+    s: &Scenario,
+    t: &TunnelSpec,
+    core: &Config,
+) -> Result<Option<super::TunnelVariant>, CheckError> {
+    use braid_tunnel::daemon::{DatagramConfig, Transport, default_tunnel_config};
+    let k = |f: &str| Some(format!("tunnel.{f}"));
+    let transport = match t.transport.as_str() {
+        "none" => return Ok(None),
+        "braid" => Transport::Braid,
+        "datagram" => Transport::Datagram,
+        other => {
+            return Err((
+                k("transport"),
+                format!("unknown transport `{other}`; allowed: braid, datagram, none"),
+            ));
+        }
+    };
+    if !s.nodes.is_empty() || !s.flows.is_empty() {
+        return Err((
+            k("transport"),
+            "a tunnel carries the application of the two-node form: no [[node]] or [[flow]]".into(),
+        ));
+    }
+    let congestion = match t.congestion.as_str() {
+        "cubic" | "newreno" => Algorithm::from_name(&t.congestion)
+            .ok_or_else(|| (k("congestion"), format!("`{}` is not built", t.congestion)))?,
+        other => {
+            return Err((
+                k("congestion"),
+                format!("unknown congestion control `{other}`; allowed: cubic, newreno"),
+            ));
+        }
+    };
+    for (key, d, max) in [
+        ("ofo_timeout", t.ofo_timeout.0, Duration::from_secs(10)),
+        ("inseq_timeout", t.inseq_timeout.0, Duration::from_secs(1)),
+    ] {
+        if d > max {
+            return Err((k(key), format!("{d:?} out of range: allowed up to {max:?}")));
+        }
+    }
+    let datagram = DatagramConfig {
+        ratio: t.ratio.clone(),
+        ofo_timeout_us: t.ofo_timeout.0.as_micros() as u64,
+        inseq_timeout_us: t.inseq_timeout.0.as_micros() as u64,
+        ..DatagramConfig::default()
+    };
+    let tunnel =
+        default_tunnel_config(core.clone(), transport, &datagram, s.links.len()).map_err(|e| {
+            // The daemon names its own key first: name the scenario's instead.
+            let m = e.to_string();
+            let (daemon_key, rest) = m.split_once(": ").unwrap_or(("", &m));
+            let key = match daemon_key {
+                "datagram.ratio" => "ratio",
+                "datagram.ofo_timeout_us" => "ofo_timeout",
+                "datagram.inseq_timeout_us" => "inseq_timeout",
+                _ => return (k("transport"), m.clone()),
+            };
+            (k(key), rest.to_string())
+        })?;
+    let mtu = tunnel.ptos.max_packet_len;
+    // The hosts' TCP: Linux's largest autotuned buffers (tcp_wmem, tcp_rmem).
+    let inner = Config {
+        send_buffer: 4 << 20,
+        receive_buffer: 6 << 20,
+        max_datagram_size: mtu - super::INNER_HEADERS,
+        congestion: congestion.factory(core.initial_window),
+        max_paths: 1,
+        ..core.clone()
+    };
+    inner
+        .validate()
+        .map_err(|m| (Some("connection.max_datagram_size".into()), m))?;
+    Ok(Some(super::TunnelVariant {
+        tunnel,
+        inner: Arc::new(inner),
+    }))
 }
 
 fn build_config(c: &ConnectionSpec) -> Result<Config, CheckError> {

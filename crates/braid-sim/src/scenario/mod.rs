@@ -68,6 +68,21 @@ pub struct Variant {
     pub route: Option<crate::mobility::Route>,
     /// Nodes, links and applications (two nodes in the two-node form).
     pub topology: Topology,
+    /// `[tunnel]`, unless absent or `transport = "none"`.
+    pub tunnel: Option<TunnelVariant>,
+}
+
+/// Bytes of the IPv4 and TCP headers the end-to-end flow's datagrams travel in (`[tunnel]`).
+pub const INNER_HEADERS: usize = 40;
+
+/// A checked `[tunnel]`: the tunnel connection's configuration (the daemon's, with the
+/// scenario's core) and the end-to-end connection's.
+#[derive(Debug, Clone)]
+pub struct TunnelVariant {
+    pub tunnel: braid_tunnel::daemon::TunnelConfig,
+    /// The end-to-end flow's connection (single path; its datagrams fit the tunnel's MTU in
+    /// an IPv4 and TCP header).
+    pub inner: Arc<Config>,
 }
 
 /// A loaded scenario file: the variants to compare.

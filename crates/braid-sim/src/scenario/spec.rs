@@ -455,6 +455,44 @@ pub struct Scenario {
     pub flows: Vec<AppSpec>,
     #[serde(default)]
     pub routing: Option<RoutingSpec>,
+    /// The application end to end through a braid tunnel between the client and the server.
+    #[serde(default)]
+    pub tunnel: Option<TunnelSpec>,
+}
+
+/// `[tunnel]` (seed 003, SPEC M5): the application's flow runs end to end, over its own
+/// single-path TCP-like connection, through `braid tunnel`'s connection between the client
+/// (the tunnel client) and the server (the gateway): the daemon's own sans-IO tunnel
+/// (`braid_tunnel::Tunnel`: PtoS/StoP over the multipath connection of `[connection]`, or one
+/// datagram per packet with the reorder buffer), with the daemon's defaults for the rest.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TunnelSpec {
+    /// braid (whole packets in the multipath connection's stream) | datagram (per packet,
+    /// seed 003's HYA baseline) | none (no tunnel: the application's connection is the
+    /// `[connection]` itself, as without `[tunnel]`)
+    pub transport: String,
+    /// datagram: the proportional scheduler's weights, one per link, as `datagram.ratio` of
+    /// the daemon ("1:1", "2:1"; "auto": from measured delivery); default equal.
+    pub ratio: Option<String>,
+    /// datagram: the reorder buffer's out-of-order timeout (JUGGLER's; seed 003: 10 ms).
+    pub ofo_timeout: Dur,
+    /// datagram: the reorder buffer's in-sequence timeout (seed 003: 1 ms).
+    pub inseq_timeout: Dur,
+    /// The end-to-end flow's congestion control: cubic | newreno.
+    pub congestion: String,
+}
+
+impl Default for TunnelSpec {
+    fn default() -> Self {
+        TunnelSpec {
+            transport: "braid".into(),
+            ratio: None,
+            ofo_timeout: Dur(Duration::from_millis(10)),
+            inseq_timeout: Dur(Duration::from_millis(1)),
+            congestion: "cubic".into(),
+        }
+    }
 }
 
 /// `[[node]]`: a host or relay of a topology.

@@ -367,3 +367,60 @@ fn star_links_join_every_shared_interface_on_its_own_medium() {
     assert_eq!(ab.capacity, crate::link::Capacity::Rate(10e6));
     assert_eq!(ba.capacity, crate::link::Capacity::Rate(2e6));
 }
+
+#[test]
+fn tunnel_settings_are_checked_with_one_line_errors_naming_the_key() {
+    let with = format!("{BASE}\n[tunnel]\ntransport = \"datagram\"\n");
+    let p = load(&with, &["tunnel.ratio=\"2:1\""]).unwrap();
+    let t = p.variants[0].tunnel.as_ref().expect("a tunnel");
+    assert_eq!(
+        t.inner.max_datagram_size,
+        t.tunnel.ptos.max_packet_len - super::INNER_HEADERS
+    );
+    // `none` is no tunnel.
+    let p = load(&with, &["tunnel.transport=\"none\""]).unwrap();
+    assert!(p.variants[0].tunnel.is_none());
+    let cases: &[(&[&str], &str, &str)] = &[
+        (
+            &["tunnel.transport=\"udp\""],
+            "key `tunnel.transport`",
+            "allowed: braid, datagram, none",
+        ),
+        (
+            &["tunnel.ratio=\"0:1\""],
+            "key `tunnel.ratio`",
+            "a weight of 0",
+        ),
+        (
+            &["tunnel.ratio=\"x\""],
+            "key `tunnel.ratio`",
+            "is not a ratio",
+        ),
+        (
+            &["tunnel.ratio=\"1:1:1\""],
+            "key `tunnel.ratio`",
+            "3 weights for 2 links",
+        ),
+        (
+            &["tunnel.congestion=\"lia\""],
+            "key `tunnel.congestion`",
+            "allowed: cubic, newreno",
+        ),
+        (
+            &["tunnel.ofo_timeout=\"11s\""],
+            "key `tunnel.ofo_timeout`",
+            "out of range",
+        ),
+        (
+            &["tunnel.inseq_timeout=\"2s\""],
+            "key `tunnel.inseq_timeout`",
+            "out of range",
+        ),
+        (&["tunnel.mode=1"], "key `tunnel.mode`", "unknown field"),
+    ];
+    for (set, key, msg) in cases {
+        let e = err(&with, set);
+        assert!(e.contains(key) && e.contains(msg), "{set:?}: {e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+}

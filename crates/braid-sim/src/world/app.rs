@@ -94,6 +94,7 @@ impl App {
             written: self.written,
             delivered: self.delivered,
             corrupt: self.corrupt,
+            file_bytes: self.file_total,
             completed: self.completed,
             redundant_packets: self.redundant,
         }
@@ -129,7 +130,7 @@ impl World<'_> {
         if self.now < app.start || app.stop.is_some_and(|t| self.now >= t) {
             return false;
         }
-        let conn = &mut self.eps[app.sender].conn;
+        let conn = self.eps[app.sender].app_conn();
         let verify = self.opts.verify;
         let mut wrote = false;
         match app.kind {
@@ -186,7 +187,7 @@ impl World<'_> {
         let read = self.apps[flow].kind == AppKind::Cbr || self.opts.verify;
         loop {
             let app = &mut self.apps[flow];
-            let conn = &mut self.eps[app.receiver].conn;
+            let conn = self.eps[app.receiver].app_conn();
             let n = if read {
                 conn.read(&mut self.scratch)
             } else {

@@ -10,6 +10,7 @@ use braid_core::{AddrId, Connection, Instant, Side};
 use braid_pm::{self as pm, Applied, ConnAdapter, PathManager};
 
 use super::net::{Meta, Table};
+use super::tunnel::TunnelEnd;
 use super::{Kind, World, mix};
 use crate::mobility::Mobility;
 use crate::record::{PmDecision, Recovery, Sample};
@@ -49,6 +50,19 @@ pub(super) struct Endpoint {
     pub timer: Option<Instant>,
     /// A client's binding to its node's path manager.
     pub adapter: Option<ConnAdapter>,
+    /// `[tunnel]`: `conn` is the tunnel's connection and the application uses the host's
+    /// end-to-end connection behind it.
+    pub tunnel: Option<Box<TunnelEnd>>,
+}
+
+impl Endpoint {
+    /// The connection the application writes and reads.
+    pub fn app_conn(&mut self) -> &mut Connection {
+        match &mut self.tunnel {
+            Some(t) => &mut t.inner,
+            None => &mut self.conn,
+        }
+    }
 }
 
 pub(super) fn nodes(variant: &Variant, seed: u64) -> Vec<Node> {
@@ -141,6 +155,11 @@ pub(super) fn endpoints(variant: &Variant) -> Vec<Endpoint> {
                 .collect(),
             timer: None,
             adapter: Some(adapter),
+            tunnel: variant
+                .tunnel
+                .as_ref()
+                .filter(|_| k == 0)
+                .map(|v| TunnelEnd::new(v, Side::Client)),
         });
         eps.push(Endpoint {
             conn: conn(Side::Server),
@@ -150,6 +169,11 @@ pub(super) fn endpoints(variant: &Variant) -> Vec<Endpoint> {
             locals: order.iter().map(|&i| (server.ifaces[i].addr, i)).collect(),
             timer: None,
             adapter: None,
+            tunnel: variant
+                .tunnel
+                .as_ref()
+                .filter(|_| k == 0)
+                .map(|v| TunnelEnd::new(v, Side::Server)),
         });
     }
     eps
@@ -204,6 +228,7 @@ impl World<'_> {
             let e = a.created(AddrId(first as u8));
             self.pm_event(node, e);
         }
+        self.tunnel_open(c);
         if !self.legacy() {
             let server = &mut self.eps[s];
             for (j, &(ip, _)) in server.locals.iter().enumerate().skip(1) {
@@ -229,6 +254,14 @@ impl World<'_> {
             } else {
                 progress |= self.app_write(flow);
             }
+            if self.eps[ep].tunnel.is_some() {
+                progress |= self.tunnel_io(ep);
+                self.tunnel_transmit(ep);
+                if !progress {
+                    break;
+                }
+                continue;
+            }
             let mut buf = self.spare.pop().unwrap_or_default();
             let mut data_sent = self.eps[ep].conn.stats().data_packets_sent;
             while let Some(t) = self.eps[ep].conn.poll_transmit(self.now, &mut buf) {
@@ -246,7 +279,12 @@ impl World<'_> {
                 break;
             }
         }
-        if let Some(t) = self.eps[ep].conn.poll_timeout()
+        let next = if self.eps[ep].tunnel.is_some() {
+            self.tunnel_timeout(ep)
+        } else {
+            self.eps[ep].conn.poll_timeout()
+        };
+        if let Some(t) = next
             && self.eps[ep].timer.is_none_or(|cur| t < cur)
         {
             self.eps[ep].timer = Some(t);
@@ -257,6 +295,10 @@ impl World<'_> {
     pub(super) fn timer(&mut self, ep: usize) {
         if self.eps[ep].timer.is_some_and(|t| t <= self.now) {
             self.eps[ep].timer = None;
+        }
+        if self.eps[ep].tunnel.is_some() {
+            self.tunnel_timer(ep);
+            return self.pump(ep);
         }
         let conn = &mut self.eps[ep].conn;
         if conn.poll_timeout().is_some_and(|t| t <= self.now) {
@@ -370,6 +412,9 @@ impl World<'_> {
                 self.trace_data(link, data);
             }
             self.apps[flow].count_redundant(data);
+        }
+        if self.eps[ep].tunnel.is_some() {
+            return self.tunnel_receive(ep, data);
         }
         let _ = self.eps[ep].conn.handle_datagram(self.now, data);
     }

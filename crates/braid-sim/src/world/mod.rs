@@ -30,6 +30,7 @@ mod host;
 mod manet;
 mod net;
 pub mod routing;
+mod tunnel;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -176,6 +177,8 @@ pub struct World<'a> {
     head_deliveries: u64,
     head_events: u64,
     capture: Option<&'a mut dyn Capture>,
+    /// `[tunnel]`: acknowledgements travelling as pure TCP acknowledgements.
+    tunnel_acks: tunnel::AckStore,
 }
 
 /// Runs one variant with one seed.
@@ -272,6 +275,7 @@ impl<'a> World<'a> {
             head_deliveries: 0,
             head_events: 0,
             capture: None,
+            tunnel_acks: Default::default(),
         }
     }
 

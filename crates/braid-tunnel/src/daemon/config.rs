@@ -495,7 +495,7 @@ impl ClientConfig {
         tunnel_config(
             &self.connection,
             &self.batch,
-            &self.tun,
+            self.tun.mtu,
             self.transport,
             &self.classes,
             &self.datagram,
@@ -602,7 +602,7 @@ impl GatewayConfig {
         tunnel_config(
             &self.connection,
             &self.batch,
-            &self.tun,
+            self.tun.mtu,
             self.transport,
             &self.classes,
             &self.datagram,
@@ -832,7 +832,7 @@ fn outer_payload(v6: bool) -> usize {
 fn tunnel_config(
     c: &ConnectionConfig,
     b: &BatchConfig,
-    tun: &TunConfig,
+    mtu: u16,
     transport: Transport,
     classes: &[ClassConfig],
     d: &DatagramConfig,
@@ -840,17 +840,16 @@ fn tunnel_config(
     outer_payload: usize,
 ) -> Result<TunnelConfig, ConfigError> {
     let core = core_config(c, outer_payload)?;
-    let ptos = batch(b, core.max_datagram_size - 40, tun.mtu)?;
+    let ptos = batch(b, core.max_datagram_size - 40, mtu)?;
     let mut classes = class_rules(transport, classes)?;
     classes.acks_per_packet = c.acks_per_packet && matches!(transport, Transport::Braid);
     let per_packet_max = core
         .max_datagram_size
         .saturating_sub(braid_hya::wire::DATA_HEADER_LEN);
-    if classes.default == Carrier::PerPacket && usize::from(tun.mtu) > per_packet_max {
+    if classes.default == Carrier::PerPacket && usize::from(mtu) > per_packet_max {
         return err(format!(
-            "tun.mtu: {} is more than one datagram carries with transport = \"datagram\" \
-             ({per_packet_max} bytes on these links); set tun.mtu = {per_packet_max} or less",
-            tun.mtu
+            "tun.mtu: {mtu} is more than one datagram carries with transport = \"datagram\" \
+             ({per_packet_max} bytes on these links); set tun.mtu = {per_packet_max} or less"
         ));
     }
     let check = |key: &str, v: u64, max: u64| {
@@ -899,6 +898,41 @@ fn tunnel_config(
             },
         },
     })
+}
+
+/// One tunnel connection's configuration as the daemons make it with their defaults
+/// (`[connection]` extras, `[batch]`, CoDel off, pure acknowledgements per packet), given the
+/// multipath connection's `core` configuration, the transport, the `[datagram]` settings and
+/// the client's number of links. The TUN MTU is the daemons' default, or what one datagram
+/// carries per packet when less. This is the tunnel `braid sim` runs (a scenario's `[tunnel]`
+/// gives the core from its `[connection]`).
+pub fn default_tunnel_config(
+    core: CoreConfig,
+    transport: Transport,
+    datagram: &DatagramConfig,
+    links: usize,
+) -> Result<TunnelConfig, ConfigError> {
+    let c = ConnectionConfig {
+        max_datagram_size: core.max_datagram_size,
+        ..ConnectionConfig::default()
+    };
+    let per_packet_max = core
+        .max_datagram_size
+        .saturating_sub(braid_hya::wire::DATA_HEADER_LEN);
+    let mtu = default_mtu().min(u16::try_from(per_packet_max).unwrap_or(u16::MAX));
+    let weights = weights(datagram.ratio.as_deref(), Some(links))?;
+    let mut cfg = tunnel_config(
+        &c,
+        &BatchConfig::default(),
+        mtu,
+        transport,
+        &[],
+        datagram,
+        weights,
+        core.max_datagram_size,
+    )?;
+    cfg.core = Arc::new(core);
+    Ok(cfg)
 }
 
 /// `connection.queue_target_ms` and `queue_interval_ms`: CoDel's parameters.

@@ -23,6 +23,9 @@
 //! [`std::time::Instant`] taken at start ([`common::Clock`]). Status is a JSON snapshot
 //! refreshed every 250 ms, served on the control socket and as Prometheus text.
 //!
+//! The tunnel connection itself ([`Tunnel`], [`TunnelConfig`], [`default_tunnel_config`]) is
+//! sans-IO and public: the simulator runs it (`braid sim`'s `[tunnel]`).
+//!
 //! Dependencies between the modules go one way: `mod.rs` → `run.rs` ← `client.rs`,
 //! `gateway.rs`, `stream/` → `tunnel.rs` → `perpacket.rs`; all of them → `common.rs`,
 //! `config.rs`, `status.rs`, `tun.rs`, `udp.rs`.
@@ -47,9 +50,11 @@ pub use common::DaemonError;
 pub use config::{
     BatchConfig, ClassConfig, ClientConfig, ConfigError, ConnectionConfig, DatagramConfig,
     ENV_PREFIX, GatewayConfig, LinkConfig, NameOrNumber, OpsConfig, PeerConfig, PmConfig, Prefix,
-    Transport, TunConfig,
+    Transport, TunConfig, default_tunnel_config,
 };
+pub use perpacket::PerPacketConfig;
 pub use status::{prometheus, status_table};
+pub use tunnel::{CONN_ID_LEN, Out, Tunnel, TunnelConfig};
 
 use crate::secure::Keypair;
 use common::Clock;
