@@ -300,3 +300,231 @@ fn sleep_until(t: Instant, abort: &AtomicBool) {
         std::thread::sleep((t - now).min(Duration::from_millis(100)));
     }
 }
+
+/// Where and how iperf3 runs a bulk or file application (`braid lab --iperf3`).
+#[derive(Debug, Clone)]
+pub struct Iperf3 {
+    /// Namespaces of the iperf3 server and client (the client opens the connection; `-R`
+    /// when the data goes from the server to the client).
+    pub server_ns: String,
+    pub client_ns: String,
+    /// The server's address.
+    pub server: std::net::IpAddr,
+    /// TCP congestion control (`-C`).
+    pub congestion: String,
+    /// Data from the server to the client.
+    pub reverse: bool,
+    /// Where iperf3's JSON report goes (kept with `--keep`).
+    pub report: std::path::PathBuf,
+}
+
+/// Port of the lab's iperf3 server.
+const IPERF3_PORT: u16 = 5211;
+
+/// The application run by iperf3 3.x: a server (`-s -1`) and, at the application's start, a
+/// client with `-n <bytes>` (file) or `-t <seconds>` (bulk until the stop), `-J -i 0.1`.
+/// What the receiver saw comes from iperf3's report when the client exits (or is stopped at
+/// `until_us` with SIGINT, on which it reports what it measured): deliveries per 0.1 s
+/// interval, the transfer's end (file). `delivered` is not updated while it runs (iperf3
+/// reports at its end).
+pub fn iperf3(
+    run: Iperf3,
+    app: AppSpec,
+    clock: Clock,
+    stop_us: u64,
+    until_us: u64,
+    abort: Arc<AtomicBool>,
+    delivered: Arc<AtomicU64>,
+) -> std::io::Result<JoinHandle<std::io::Result<Received>>> {
+    use std::process::{Command, Stdio};
+    let server = crate::lab::Daemon {
+        child: Command::new("ip")
+            .args(["netns", "exec", &run.server_ns, "iperf3", "-s", "-1"])
+            .args([
+                "-B",
+                &run.server.to_string(),
+                "-p",
+                &IPERF3_PORT.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                std::io::Error::new(e.kind(), format!("iperf3 (is it installed?): {e}"))
+            })?,
+        log: run.report.with_extension("server.log"),
+    };
+    Ok(std::thread::spawn(move || {
+        let _server = server;
+        // The server listens within a few ms; the application starts later than that.
+        let start_us = app.start.0.as_micros() as u64;
+        sleep_until(clock.at(start_us.max(clock.us() + 200_000)), &abort);
+        let began = clock.us();
+        let mut client = Command::new("ip");
+        client
+            .args(["netns", "exec", &run.client_ns, "iperf3", "-c"])
+            .arg(run.server.to_string())
+            .args(["-p", &IPERF3_PORT.to_string(), "-J", "-i", "0.1", "-C"])
+            .arg(&run.congestion)
+            .args(["--connect-timeout", "5000"]);
+        match (app.kind, app.bytes) {
+            (AppKind::File, Some(b)) => client.args(["-n", &b.0.to_string()]),
+            _ => {
+                let secs = (stop_us.saturating_sub(began) / 1_000_000).max(1);
+                client.args(["-t", &secs.to_string()])
+            }
+        };
+        if run.reverse {
+            client.arg("-R");
+        }
+        let out = std::fs::File::create(&run.report)?;
+        let child = client.stdout(out).stderr(Stdio::null()).spawn()?;
+        let mut child = crate::lab::Daemon {
+            child,
+            log: run.report.clone(),
+        };
+        let mut stopped_at = None;
+        loop {
+            if child.child.try_wait()?.is_some() {
+                break;
+            }
+            let now = Instant::now();
+            match stopped_at {
+                // Interrupted, iperf3 still writes its report of what it measured.
+                None if abort.load(Ordering::Relaxed) || clock.us() >= until_us => {
+                    // Our child, not reaped yet (`try_wait` saw it running): its pid is its.
+                    let _ = Command::new("kill")
+                        .args(["-INT", &child.child.id().to_string()])
+                        .status();
+                    stopped_at = Some(now);
+                }
+                Some(t) if now - t > Duration::from_secs(3) => break,
+                _ => {}
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        drop(child);
+        let text = std::fs::read_to_string(&run.report)?;
+        let r = iperf3_received(&text, began, app.kind == AppKind::File, until_us)
+            .map_err(|m| std::io::Error::other(format!("iperf3's report: {m}")))?;
+        delivered.store(
+            r.deliveries.iter().map(|&(_, b)| u64::from(b)).sum(),
+            Ordering::Relaxed,
+        );
+        Ok(r)
+    }))
+}
+
+/// What the receiver saw, from iperf3's JSON report of a test that began at `began_us`:
+/// each 0.1 s interval's bytes at its end, and for a file the receiver's end of the
+/// transfer. Intervals ending after `until_us` are not counted.
+pub fn iperf3_received(
+    text: &str,
+    began_us: u64,
+    file: bool,
+    until_us: u64,
+) -> Result<Received, String> {
+    let doc: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
+    // Stopped at the end of the run: what it measured until then, no end of transfer.
+    let interrupted = match doc["error"].as_str() {
+        Some(e) if e.starts_with("interrupt") => true,
+        Some(e) => return Err(e.to_string()),
+        None => false,
+    };
+    let at = |secs: f64| began_us + (secs * 1e6) as u64;
+    let mut r = Received::default();
+    for i in doc["intervals"].as_array().ok_or("no intervals")? {
+        let s = &i["sum"];
+        let (Some(end), Some(bytes)) = (s["end"].as_f64(), s["bytes"].as_u64()) else {
+            return Err("an interval without end or bytes".into());
+        };
+        let t = at(end);
+        if t < until_us && bytes > 0 {
+            r.deliveries
+                .push((t, bytes.min(u64::from(u32::MAX)) as u32));
+        }
+    }
+    let received = &doc["end"]["sum_received"];
+    if file
+        && !interrupted
+        && let (Some(secs), Some(bytes)) =
+            (received["seconds"].as_f64(), received["bytes"].as_u64())
+    {
+        // The report's intervals cover the same bytes; the last one may be a partial interval.
+        let counted: u64 = r.deliveries.iter().map(|&(_, b)| u64::from(b)).sum();
+        let t = at(secs);
+        if bytes > counted && t < until_us {
+            r.deliveries.push((t, (bytes - counted) as u32));
+        }
+        if t < until_us {
+            r.completed = Some(Duration::from_micros(t));
+        }
+    }
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The parts of iperf3 3.x's `-J` report the lab reads.
+    const REPORT: &str = r#"{
+        "start": {"connected": []},
+        "intervals": [
+            {"streams": [], "sum": {"start": 0, "end": 0.1, "seconds": 0.1, "bytes": 100000}},
+            {"streams": [], "sum": {"start": 0.1, "end": 0.2, "seconds": 0.1, "bytes": 150000}},
+            {"streams": [], "sum": {"start": 0.2, "end": 0.25, "seconds": 0.05, "bytes": 0}}
+        ],
+        "end": {"sum_received": {"start": 0, "end": 0.27, "seconds": 0.27, "bytes": 260000}}
+    }"#;
+
+    #[test]
+    fn iperf3_reports_become_deliveries_and_the_transfer_end() {
+        let r = iperf3_received(REPORT, 1_000_000, true, u64::MAX).unwrap();
+        assert_eq!(
+            r.deliveries,
+            vec![
+                (1_100_000, 100_000),
+                (1_200_000, 150_000),
+                (1_270_000, 10_000)
+            ]
+        );
+        assert_eq!(r.completed, Some(Duration::from_micros(1_270_000)));
+        // A bulk transfer has no end; intervals after the run's end are not counted.
+        let r = iperf3_received(REPORT, 1_000_000, false, 1_150_000).unwrap();
+        assert_eq!(r.deliveries, vec![(1_100_000, 100_000)]);
+        assert_eq!(r.completed, None);
+    }
+
+    #[test]
+    fn an_interrupted_transfer_counts_what_arrived_and_has_no_end() {
+        let text = REPORT.replacen(
+            '{',
+            r#"{"error": "interrupt - the client has terminated","#,
+            1,
+        );
+        let r = iperf3_received(&text, 0, true, u64::MAX).unwrap();
+        assert_eq!(r.deliveries.len(), 2);
+        assert_eq!(r.completed, None);
+    }
+
+    #[test]
+    fn bad_iperf3_reports_are_one_line_errors() {
+        for (text, want) in [
+            ("", "not JSON"),
+            (
+                r#"{"error": "unable to connect to server"}"#,
+                "unable to connect",
+            ),
+            (r#"{"end": {}}"#, "no intervals"),
+            (
+                r#"{"intervals": [{"sum": {"end": 1}}]}"#,
+                "without end or bytes",
+            ),
+        ] {
+            let e = iperf3_received(text, 0, true, u64::MAX).unwrap_err();
+            assert!(e.contains(want) && !e.contains('\n'), "{text}: {e}");
+        }
+    }
+}

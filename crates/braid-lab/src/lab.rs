@@ -23,7 +23,7 @@ use braid_mptcp::netns::NetNs;
 use braid_sim::metrics;
 use braid_sim::runner::{PlanResult, RunResult, VariantResult};
 use braid_sim::scenario::{Action, AppDirection, AppKind, ConnectionSpec, Plan, Variant};
-use braid_sim::world::{LossEvent, RunRecord, Sample};
+use braid_sim::world::{FlowRecord, LossEvent, RunRecord, Sample};
 
 use crate::app::{self, Clock, SenderState};
 use crate::emu::{Emulator, LinkEvent, LinkSpec};
@@ -92,6 +92,9 @@ pub struct Options {
     /// A CBR application reaches the braid tunnel over one inner TCP stream instead of one
     /// UDP datagram per message.
     pub cbr_over_tcp: bool,
+    /// Bulk and file applications run as iperf3 (client and server) instead of the lab's own
+    /// sender and receiver.
+    pub iperf3: bool,
     /// Keep each run's daemon configurations, logs and final status here
     /// (`<variant>-seed<seed>/`), for evidence when a figure differs from the simulator's.
     pub keep: Option<PathBuf>,
@@ -159,6 +162,12 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
                 "remove_weak and same_subnet are not applied by the lab's endpoints",
             );
         }
+        if s.tunnel.is_some() && endpoint == Endpoint::Mptcp {
+            return at(
+                "tunnel",
+                "the kernel MPTCP endpoint runs no tunnel: use --endpoint tunnel",
+            );
+        }
         match endpoint {
             Endpoint::Tunnel => {
                 if let Some(k) = unmapped_connection_key(&s.connection) {
@@ -214,6 +223,18 @@ pub fn run(
     progress: &dyn Fn(Progress<'_>),
 ) -> Result<PlanResult, String> {
     check(plan, opts.endpoint)?;
+    if opts.iperf3
+        && let Some(v) = plan
+            .variants
+            .iter()
+            .find(|v| v.scenario.app.kind == AppKind::Cbr)
+    {
+        return Err(format!(
+            "{}: variant {}: app.kind: --iperf3 runs bulk and file applications; a CBR stream's \
+             per-message delay needs the lab's own sender",
+            plan.file, v.name
+        ));
+    }
     let started = Instant::now();
     let reps = plan.base().repetitions as usize;
     let runnable = plan
@@ -428,18 +449,35 @@ impl Tunnel {
             c.send_buffer.0,
             c.receive_buffer.0,
         );
+        // `[tunnel]`: its transport and per-packet settings, and the daemon's default MTU (one
+        // packet fits one datagram per packet), as the simulator runs it.
+        let (transport, datagram, mtu) = match (&v.scenario.tunnel, v.tunnel.is_some()) {
+            (Some(t), true) => (
+                format!("transport = \"{}\"\n", t.transport),
+                format!(
+                    "[datagram]\n{}ofo_timeout_us = {}\ninseq_timeout_us = {}\n",
+                    t.ratio
+                        .as_ref()
+                        .map_or(String::new(), |r| format!("ratio = \"{r}\"\n")),
+                    t.ofo_timeout.0.as_micros(),
+                    t.inseq_timeout.0.as_micros()
+                ),
+                1400,
+            ),
+            _ => (String::new(), String::new(), 1500),
+        };
         let gw_control = dir.join("gateway.sock");
         let gateway = format!(
-            "private_key = \"{gw_priv}\"\nlisten = [\"0.0.0.0:7000\"]\n[tun]\nname = \"braid0\"\n\
-             address = \"{TUN_SERVER}/24\"\nmtu = 1500\n[ops]\ncontrol = \"{}\"\n{connection}\n\
-             [[client]]\nname = \"lab\"\npublic_key = \"{cl_pub}\"\nallowed_ips = [\"10.200.0.2/32\"]\n",
+            "{transport}private_key = \"{gw_priv}\"\nlisten = [\"0.0.0.0:7000\"]\n[tun]\nname = \"braid0\"\n\
+             address = \"{TUN_SERVER}/24\"\nmtu = {mtu}\n[ops]\ncontrol = \"{}\"\n{connection}\n\
+             {datagram}[[client]]\nname = \"lab\"\npublic_key = \"{cl_pub}\"\nallowed_ips = [\"10.200.0.2/32\"]\n",
             gw_control.display()
         );
         let client_control = dir.join("client.sock");
         let mut client = format!(
-            "private_key = \"{cl_priv}\"\ngateway_public_key = \"{gw_pub}\"\n\
-             gateway = \"{}:7000\"\n[tun]\nname = \"braid0\"\naddress = \"{TUN_CLIENT}/24\"\nmtu = 1500\n\
-             [ops]\ncontrol = \"{}\"\n[pm]\nmode = \"{}\"\n{connection}\n",
+            "{transport}private_key = \"{cl_priv}\"\ngateway_public_key = \"{gw_pub}\"\n\
+             gateway = \"{}:7000\"\n[tun]\nname = \"braid0\"\naddress = \"{TUN_CLIENT}/24\"\nmtu = {mtu}\n\
+             [ops]\ncontrol = \"{}\"\n[pm]\nmode = \"{}\"\n{connection}\n{datagram}",
             server_addr(0),
             client_control.display(),
             v.scenario.pm.mode,
@@ -628,20 +666,23 @@ const IPPROTO_MPTCP: i32 = 262;
 enum Ends {
     Tunnel(Tunnel),
     Mptcp(Mptcp),
+    /// `[tunnel]` with `transport = "none"`: plain TCP between the client's and the server's
+    /// first link addresses (the single-link references of E11).
+    Direct,
 }
 
 impl Ends {
     fn alive(&mut self) -> io::Result<()> {
         match self {
             Ends::Tunnel(t) => t.alive(),
-            Ends::Mptcp(_) => Ok(()),
+            Ends::Mptcp(_) | Ends::Direct => Ok(()),
         }
     }
 
     fn connections(&self, direction: AppDirection) -> (Option<Value>, Option<Value>) {
         match self {
             Ends::Tunnel(t) => t.connections(direction),
-            Ends::Mptcp(_) => (None, None),
+            Ends::Mptcp(_) | Ends::Direct => (None, None),
         }
     }
 
@@ -649,14 +690,14 @@ impl Ends {
         match self {
             // The tunnel client learns it from its interface: down, as a network manager
             // takes a lost link down.
-            Ends::Tunnel(_) => client_link(net, i, "down"),
+            Ends::Tunnel(_) | Ends::Direct => client_link(net, i, "down"),
             Ends::Mptcp(m) => m.addr_gone(net, i),
         }
     }
 
     fn addr_back(&self, net: &Net, i: usize) -> io::Result<()> {
         match self {
-            Ends::Tunnel(_) => client_link(net, i, "up"),
+            Ends::Tunnel(_) | Ends::Direct => client_link(net, i, "up"),
             Ends::Mptcp(m) => m.addr_back(net, i),
         }
     }
@@ -665,7 +706,7 @@ impl Ends {
     fn app_addrs(&self, direction: AppDirection) -> (SocketAddr, SocketAddr) {
         let (client, server) = match self {
             Ends::Tunnel(_) => (TUN_CLIENT.to_string(), TUN_SERVER.to_string()),
-            Ends::Mptcp(_) => (client_addr(0), server_addr(0)),
+            Ends::Mptcp(_) | Ends::Direct => (client_addr(0), server_addr(0)),
         };
         let a = |ip: &str, port| format!("{ip}:{port}").parse().expect("address");
         match direction {
@@ -736,7 +777,10 @@ fn keep_run(
     std::fs::create_dir_all(&to)?;
     for e in std::fs::read_dir(dir)?.flatten() {
         let p = e.path();
-        if matches!(p.extension().and_then(|x| x.to_str()), Some("log" | "toml")) {
+        if matches!(
+            p.extension().and_then(|x| x.to_str()),
+            Some("log" | "toml" | "json")
+        ) {
             std::fs::copy(&p, to.join(e.file_name()))?;
         }
     }
@@ -799,7 +843,9 @@ fn run_once(
     let net = Net::build(n)?;
     // Set-up runs over the links without their schedule; the run's emulation starts after.
     let setup = net.emulate(v, seed, false)?;
+    let direct = s.tunnel.is_some() && v.tunnel.is_none();
     let mut ends = match opts.endpoint {
+        Endpoint::Tunnel if direct => Ends::Direct,
         Endpoint::Tunnel => Ends::Tunnel(Tunnel::start(&net, v, opts, &dir)?),
         Endpoint::Mptcp => Ends::Mptcp(Mptcp::start(&net, v)?),
     };
@@ -821,89 +867,116 @@ fn run_once(
     // The listener stays open for the run: MPTCP's joins (MP_JOIN SYNs) reach the connection
     // through it.
     let mut _listener = None;
-    let (app_sender, receiver) =
-        if s.app.kind == AppKind::Cbr && opts.endpoint == Endpoint::Tunnel && !opts.cbr_over_tcp {
-            // CBR over UDP: each message one IP packet in the tunnel's stream.
-            let (to, from) = ends.app_addrs(s.app.direction);
-            // A receive buffer for a burst: after an outage the tunnel delivers at once what it
-            // held (1800 messages/s × 0.4 s × 1.4 kB ≈ 1 MB in E3).
-            let rx = recv_ns.run(move || -> io::Result<UdpSocket> {
-                let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
-                crate::packet::force_receive_buffer(&s, 16 << 20)
-                    .or_else(|_| s.set_recv_buffer_size(16 << 20))?;
-                s.bind(&to.into())?;
-                Ok(s.into())
-            })?;
-            let tx = send_ns.run(move || UdpSocket::bind(from))?;
-            emu = net.emulate(v, seed, true)?;
-            let clock = Clock(emu.started());
-            (
-                app::udp_sender(
-                    tx,
-                    to,
-                    s.app.clone(),
-                    clock,
-                    stop_us,
-                    abort.clone(),
-                    sent.clone(),
-                ),
-                app::udp_receiver(rx, clock, end_us, abort.clone(), delivered.clone()),
-            )
-        } else {
-            // One stream the client opens (the MPTCP initiator, whose path manager adds the
-            // subflows), whichever way the data goes.
-            let (server, client) = ends.app_addrs(AppDirection::Up);
-            let client = SocketAddr::new(client.ip(), 0);
-            let mptcp = opts.endpoint == Endpoint::Mptcp;
-            // The application's TCP: the scenario's algorithm on kernel MPTCP; through the
-            // tunnel an unmodified host's usual CUBIC (the tunnel's connection runs the
-            // scenario's).
-            let cc = match (mptcp, s.connection.congestion.as_str()) {
-                (false, _) => "cubic",
-                (true, "newreno") => "reno",
-                (true, other) => other,
-            };
-            let cc2 = cc.to_string();
-            let listener = net.server.run(move || -> io::Result<TcpListener> {
-                let s = stream_socket(server, mptcp, &cc2)?;
-                s.listen(4)?;
-                Ok(s.into())
-            })?;
-            emu = net.emulate(v, seed, true)?;
-            let clock = Clock(emu.started());
-            let cc2 = cc.to_string();
-            let client_sock = net.client.run(move || -> io::Result<TcpStream> {
-                let s = stream_socket(client, mptcp, &cc2)?;
-                s.connect_timeout(&server.into(), Duration::from_secs(5))?;
-                Ok(s.into())
-            })?;
-            let (server_sock, _) = listener.accept()?;
-            _listener = Some(listener);
-            let _ = client_sock.set_nodelay(true);
-            let _ = server_sock.set_nodelay(true);
-            let (send_sock, recv_sock) = match s.app.direction {
-                AppDirection::Down => (server_sock, client_sock),
-                AppDirection::Up => (client_sock, server_sock),
-            };
-            (
-                app::sender(
-                    send_sock,
-                    s.app.clone(),
-                    clock,
-                    stop_us,
-                    abort.clone(),
-                    sent.clone(),
-                ),
-                app::receiver(
-                    recv_sock,
-                    s.app.clone(),
-                    clock,
-                    end_us,
-                    abort.clone(),
-                    delivered.clone(),
-                ),
-            )
+    let mptcp = opts.endpoint == Endpoint::Mptcp;
+    // The application's TCP: the scenario's algorithm on kernel MPTCP; an unmodified host's
+    // usual CUBIC through the tunnel (the tunnel's connection runs the scenario's), or
+    // `[tunnel]`'s.
+    let host_cc = s.tunnel.as_ref().map_or("cubic", |t| t.congestion.as_str());
+    let cc = match (mptcp, s.connection.congestion.as_str()) {
+        (false, _) if host_cc == "newreno" => "reno",
+        (false, _) => host_cc,
+        (true, "newreno") => "reno",
+        (true, other) => other,
+    };
+    let (app_sender, receiver) = if opts.iperf3 {
+        let (server, _) = ends.app_addrs(AppDirection::Up);
+        emu = net.emulate(v, seed, true)?;
+        let run = app::Iperf3 {
+            server_ns: net.server.name.clone(),
+            client_ns: net.client.name.clone(),
+            server: server.ip(),
+            congestion: cc.to_string(),
+            reverse: s.app.direction == AppDirection::Down,
+            report: dir.join("iperf3.json"),
         };
+        let rx = app::iperf3(
+            run,
+            s.app.clone(),
+            Clock(emu.started()),
+            stop_us,
+            end_us,
+            abort.clone(),
+            delivered.clone(),
+        )?;
+        let tx: std::thread::JoinHandle<io::Result<()>> = std::thread::spawn(|| Ok(()));
+        (tx, rx)
+    } else if s.app.kind == AppKind::Cbr
+        && opts.endpoint == Endpoint::Tunnel
+        && !opts.cbr_over_tcp
+        && !direct
+    {
+        // CBR over UDP: each message one IP packet in the tunnel's stream.
+        let (to, from) = ends.app_addrs(s.app.direction);
+        // A receive buffer for a burst: after an outage the tunnel delivers at once what it
+        // held (1800 messages/s × 0.4 s × 1.4 kB ≈ 1 MB in E3).
+        let rx = recv_ns.run(move || -> io::Result<UdpSocket> {
+            let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+            crate::packet::force_receive_buffer(&s, 16 << 20)
+                .or_else(|_| s.set_recv_buffer_size(16 << 20))?;
+            s.bind(&to.into())?;
+            Ok(s.into())
+        })?;
+        let tx = send_ns.run(move || UdpSocket::bind(from))?;
+        emu = net.emulate(v, seed, true)?;
+        let clock = Clock(emu.started());
+        (
+            app::udp_sender(
+                tx,
+                to,
+                s.app.clone(),
+                clock,
+                stop_us,
+                abort.clone(),
+                sent.clone(),
+            ),
+            app::udp_receiver(rx, clock, end_us, abort.clone(), delivered.clone()),
+        )
+    } else {
+        // One stream the client opens (the MPTCP initiator, whose path manager adds the
+        // subflows), whichever way the data goes.
+        let (server, client) = ends.app_addrs(AppDirection::Up);
+        let client = SocketAddr::new(client.ip(), 0);
+        let cc2 = cc.to_string();
+        let listener = net.server.run(move || -> io::Result<TcpListener> {
+            let s = stream_socket(server, mptcp, &cc2)?;
+            s.listen(4)?;
+            Ok(s.into())
+        })?;
+        emu = net.emulate(v, seed, true)?;
+        let clock = Clock(emu.started());
+        let cc2 = cc.to_string();
+        let client_sock = net.client.run(move || -> io::Result<TcpStream> {
+            let s = stream_socket(client, mptcp, &cc2)?;
+            s.connect_timeout(&server.into(), Duration::from_secs(5))?;
+            Ok(s.into())
+        })?;
+        let (server_sock, _) = listener.accept()?;
+        _listener = Some(listener);
+        let _ = client_sock.set_nodelay(true);
+        let _ = server_sock.set_nodelay(true);
+        let (send_sock, recv_sock) = match s.app.direction {
+            AppDirection::Down => (server_sock, client_sock),
+            AppDirection::Up => (client_sock, server_sock),
+        };
+        (
+            app::sender(
+                send_sock,
+                s.app.clone(),
+                clock,
+                stop_us,
+                abort.clone(),
+                sent.clone(),
+            ),
+            app::receiver(
+                recv_sock,
+                s.app.clone(),
+                clock,
+                end_us,
+                abort.clone(),
+                delivered.clone(),
+            ),
+        )
+    };
     // The run's own steps, by time.
     let mut steps: Vec<(Duration, Step)> = Vec::new();
     for (t, l, a) in &v.timeline {
@@ -998,10 +1071,20 @@ fn run_once(
             data_packets: counters.1,
         });
         if last_progress.elapsed() >= Duration::from_secs(1) {
-            progress(now, delivered.load(Ordering::Relaxed));
+            // iperf3 reports at its end: meanwhile what the links carried to the receiver.
+            let shown = if opts.iperf3 {
+                emu.links.iter().map(|(_, c)| data_dir(c)).sum()
+            } else {
+                delivered.load(Ordering::Relaxed)
+            };
+            progress(now, shown);
             last_progress = Instant::now();
         }
         if now >= s.duration.0 {
+            break Ok(());
+        }
+        // A file transfer is over once the receiver has it all: nothing more to measure.
+        if s.app.kind == AppKind::File && receiver.is_finished() {
             break Ok(());
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -1071,6 +1154,7 @@ fn run_once(
         delivered_bytes: count(&receiver_conn, "delivered_bytes"),
         ..Default::default()
     };
+    let got_bytes = got.deliveries.iter().map(|&(_, b)| u64::from(b)).sum();
     Ok(RunRecord {
         duration: s.duration.0,
         app_start: s.app.start.0,
@@ -1091,6 +1175,19 @@ fn run_once(
         link_bytes,
         dsn: Vec::new(),
         completed: got.completed,
+        flows: vec![FlowRecord {
+            name: s.app.name.clone().unwrap_or_else(|| "app".into()),
+            start: s.app.start.0,
+            stopped: s.app.stop.map(|d| d.0),
+            written: sent.written.load(Ordering::Relaxed),
+            delivered: got_bytes,
+            corrupt: 0,
+            file_bytes: (s.app.kind == AppKind::File)
+                .then(|| s.app.bytes.map(|b| b.0))
+                .flatten(),
+            completed: got.completed,
+            redundant_packets: None,
+        }],
         sender,
         receiver,
         sender_paths: Vec::new(),

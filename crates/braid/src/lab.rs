@@ -43,6 +43,10 @@ pub struct LabArgs {
     /// stream, whose own congestion control and retransmissions then add to the delays).
     #[arg(long, default_value = "udp", value_name = "udp|tcp")]
     cbr_over: String,
+    /// Run bulk and file applications with iperf3 (server and client in the namespaces, its
+    /// JSON report read at the end) instead of the lab's own sender and receiver.
+    #[arg(long)]
+    iperf3: bool,
     /// Keep each run's daemon configurations and logs, the endpoints' final status and the
     /// emulator's counters in this directory (one subdirectory per run).
     #[arg(long, value_name = "DIR")]
@@ -94,6 +98,7 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
             "tcp" => true,
             other => bail!("--cbr-over: `{other}` is not udp or tcp"),
         },
+        iperf3: a.iperf3,
         keep: a.keep.clone(),
     };
     let quiet = a.quiet;
