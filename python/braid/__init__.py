@@ -7,7 +7,7 @@ as pandas DataFrames -- the same numbers ``braid sim --json`` prints for the sam
     import braid
     s = braid.Scenario.load("scenarios/e3-rtt-below-rtomin.toml", set={"duration": "60s"})
     r = s.run(sweep={"link.wlan.delay": ["10ms", "20ms"]}, reps=2)
-    r.summary        # one row per (variant, metric): median, q1, q3, min, max, mean, n
+    r.summary        # one row per (variant, metric): median, q1, q3, min, max, mean, std, n
     r.runs           # one row per run: the run metrics
     r.events         # one row per (run, metric, event window): the event metrics
     print(r.table()) # the table braid sim prints

@@ -388,7 +388,7 @@ class Result:
 
     @cached_property
     def summary(self):
-        stats = ["median", "q1", "q3", "min", "max", "mean", "n", "windows"]
+        stats = ["median", "q1", "q3", "min", "max", "mean", "std", "n", "windows"]
         rows = []
         for v in self.json["variants"]:
             keys = list(self._keys(v).values())

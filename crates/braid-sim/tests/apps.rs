@@ -139,3 +139,32 @@ fn a_file_through_the_tunnel_arrives_intact_with_either_transport() {
         );
     }
 }
+
+/// `[tunnel]` with a link that fails and returns during the transfer: the tunnel's connection
+/// moves the stream to the other link, the file arrives whole, and the handover's outage is
+/// measured against the application's own stream (the host's connection behind the tunnel).
+#[test]
+fn a_file_through_the_tunnel_survives_a_link_that_fails_and_returns() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let text = format!(
+        "{TWO_LINKS}\n[tunnel]\ntransport = \"braid\"\n\
+         [[event]]\nat = \"2s\"\nlink = \"a\"\naction = \"down\"\n\
+         [[event]]\nat = \"4s\"\nlink = \"a\"\naction = \"up\"\n"
+    );
+    let plan = scenario::load_str(&text, "apps.toml", &dir, &[]).unwrap();
+    let v = &plan.variants[0];
+    let rec = world::run_with(
+        v,
+        1,
+        world::RunOptions {
+            verify: true,
+            ..world::RunOptions::default()
+        },
+    );
+    let f = &rec.flows[0];
+    assert_eq!((f.delivered, f.corrupt), (10_000_000, 0), "{f:?}");
+    let m = metrics::compute(&rec, &v.scenario.metrics);
+    let outage = m["outage_ms"][0];
+    // Detection and recovery of a path that went silent, not seconds of stall.
+    assert!(outage > 0.0 && outage < 1500.0, "outage {outage} ms; {m:?}");
+}

@@ -94,7 +94,7 @@ impl App {
             written: self.written,
             delivered: self.delivered,
             corrupt: self.corrupt,
-            file_bytes: self.file_total,
+            file_bytes: self.file_total.filter(|_| self.kind == AppKind::File),
             completed: self.completed,
             redundant_packets: self.redundant,
         }

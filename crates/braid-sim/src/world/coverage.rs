@@ -48,7 +48,9 @@ impl World<'_> {
     /// transport learns it after its detection delay (scripted losses, seed 002), or the network
     /// manager removes it after that delay (radio coverage, `address = "lose"`).
     fn link_lost(&mut self, l: usize, addr: bool) {
-        let sent = self.eps[self.apps[0].sender].conn.stream_sent();
+        // The application's stream position (the host's connection behind a tunnel).
+        let snd = self.apps[0].sender;
+        let sent = self.eps[snd].app_conn().stream_sent();
         self.link_lost_at(l, addr, self.now, sent, true);
     }
 
@@ -166,7 +168,8 @@ impl World<'_> {
                 link.above_run = 0;
                 link.below += 1;
                 if link.below_since.is_none() {
-                    let sent = self.eps[self.apps[0].sender].conn.stream_sent();
+                    let snd = self.apps[0].sender;
+                    let sent = self.eps[snd].app_conn().stream_sent();
                     self.links[l].below_since = Some((self.now, sent));
                 }
             }
