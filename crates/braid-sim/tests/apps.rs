@@ -103,12 +103,24 @@ fn every_packet_delivery_is_an_event() {
     );
 }
 
+/// The first variant of `text` and its run, seed 1, with the byte stream verified.
+fn run_verified(text: &str, overrides: &[String]) -> (scenario::Variant, world::RunRecord) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let plan = scenario::load_str(text, "apps.toml", &dir, overrides).unwrap();
+    let v = plan.variants[0].clone();
+    let opts = world::RunOptions {
+        verify: true,
+        ..world::RunOptions::default()
+    };
+    let rec = world::run_with(&v, 1, opts);
+    (v, rec)
+}
+
 /// `[tunnel]`: a file through the tunnel arrives whole and in order with either transport,
 /// on links that lose packets (the end-to-end connection recovers what HYA loses), and the
 /// transfer uses both links.
 #[test]
 fn a_file_through_the_tunnel_arrives_intact_with_either_transport() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
     for transport in ["braid", "datagram"] {
         let text = format!("{TWO_LINKS}\n[tunnel]\ntransport = \"{transport}\"\n");
         // HYA under 1 % loss is slow (the end-to-end connection sees every loss): time enough.
@@ -117,16 +129,7 @@ fn a_file_through_the_tunnel_arrives_intact_with_either_transport() {
             "link.1.loss=0.01".to_string(),
             "duration=120s".to_string(),
         ];
-        let plan = scenario::load_str(&text, "apps.toml", &dir, &o).unwrap();
-        let v = &plan.variants[0];
-        let rec = world::run_with(
-            v,
-            1,
-            world::RunOptions {
-                verify: true,
-                ..world::RunOptions::default()
-            },
-        );
+        let (_, rec) = run_verified(&text, &o);
         let f = &rec.flows[0];
         assert_eq!(f.delivered, 10_000_000, "{transport}: {f:?}");
         assert_eq!(f.corrupt, 0, "{transport}: {f:?}");
@@ -145,22 +148,12 @@ fn a_file_through_the_tunnel_arrives_intact_with_either_transport() {
 /// measured against the application's own stream (the host's connection behind the tunnel).
 #[test]
 fn a_file_through_the_tunnel_survives_a_link_that_fails_and_returns() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
     let text = format!(
         "{TWO_LINKS}\n[tunnel]\ntransport = \"braid\"\n\
          [[event]]\nat = \"2s\"\nlink = \"a\"\naction = \"down\"\n\
          [[event]]\nat = \"4s\"\nlink = \"a\"\naction = \"up\"\n"
     );
-    let plan = scenario::load_str(&text, "apps.toml", &dir, &[]).unwrap();
-    let v = &plan.variants[0];
-    let rec = world::run_with(
-        v,
-        1,
-        world::RunOptions {
-            verify: true,
-            ..world::RunOptions::default()
-        },
-    );
+    let (v, rec) = run_verified(&text, &[]);
     let f = &rec.flows[0];
     assert_eq!((f.delivered, f.corrupt), (10_000_000, 0), "{f:?}");
     let m = metrics::compute(&rec, &v.scenario.metrics);

@@ -31,6 +31,11 @@ use crate::scenario::INNER_HEADERS;
 pub(super) struct TunnelEnd {
     pub tunnel: Tunnel,
     pub inner: Connection,
+    /// Reused between calls: an end-to-end datagram, a wrapped packet, the packets the
+    /// tunnel delivered (their buffers kept).
+    dg: Vec<u8>,
+    pkt: Vec<u8>,
+    got: Vec<Vec<u8>>,
 }
 
 impl TunnelEnd {
@@ -38,6 +43,9 @@ impl TunnelEnd {
         Box::new(TunnelEnd {
             tunnel: Tunnel::new(&v.tunnel, side, Instant::ZERO, 1),
             inner: Connection::new(v.inner.clone(), side, Instant::ZERO),
+            dg: Vec::new(),
+            pkt: Vec::new(),
+            got: Vec::new(),
         })
     }
 }
@@ -73,9 +81,14 @@ pub(super) fn with_tunnel<R>(
     ep: &mut Endpoint,
     f: impl FnOnce(&mut Tunnel, &mut Connection) -> R,
 ) -> Option<R> {
+    with_end(ep, |t| f(&mut t.tunnel, &mut t.inner))
+}
+
+/// Runs `f` on the endpoint's tunnel end with the endpoint's connection lent to its tunnel.
+fn with_end<R>(ep: &mut Endpoint, f: impl FnOnce(&mut TunnelEnd) -> R) -> Option<R> {
     let t = ep.tunnel.as_mut()?;
     std::mem::swap(&mut ep.conn, &mut t.tunnel.conn);
-    let r = f(&mut t.tunnel, &mut t.inner);
+    let r = f(t);
     std::mem::swap(&mut ep.conn, &mut t.tunnel.conn);
     Some(r)
 }
@@ -134,29 +147,38 @@ impl World<'_> {
             Side::Server
         };
         let mut any = false;
-        let (mut dg, mut pkt, mut got) = (Vec::new(), Vec::new(), Vec::new());
         loop {
             let mut moved = false;
             let acks = &mut self.tunnel_acks;
-            with_tunnel(&mut self.eps[ep], |t, inner| {
+            with_end(&mut self.eps[ep], |e| {
+                let (t, inner) = (&mut e.tunnel, &mut e.inner);
                 while inner.poll_event().is_some() {}
                 loop {
                     let before = inner.stats().data_packets_sent;
-                    dg.resize(inner.config().max_datagram_size, 0);
-                    let Some(tx) = inner.poll_transmit(now, &mut dg) else {
+                    e.dg.resize(inner.config().max_datagram_size, 0);
+                    let Some(tx) = inner.poll_transmit(now, &mut e.dg) else {
                         break;
                     };
                     let data = inner.stats().data_packets_sent != before;
-                    let ack_id = (!data).then(|| acks.put(&dg[..tx.size]));
-                    wrap(side, &dg[..tx.size], ack_id, &mut pkt);
+                    let ack_id = (!data).then(|| acks.put(&e.dg[..tx.size]));
+                    wrap(side, &e.dg[..tx.size], ack_id, &mut e.pkt);
                     // Refused (the stream's queue is full): dropped, as the TUN queue drops.
-                    let _ = t.push(now, &pkt);
+                    let _ = t.push(now, &e.pkt);
                     moved = true;
                 }
-                got.clear();
+                // The tunnel lends its packets only to the closure: copied into kept buffers.
+                let mut n = 0;
+                let got = &mut e.got;
                 // A StoP error would be a framing bug; the packets before it are delivered.
-                let _ = t.drain(|p| got.push(p.to_vec()));
-                for p in &got {
+                let _ = t.drain(|p| {
+                    if got.len() == n {
+                        got.push(Vec::new());
+                    }
+                    got[n].clear();
+                    got[n].extend_from_slice(p);
+                    n += 1;
+                });
+                for p in &got[..n] {
                     if let Some(d) = unwrap(p, acks) {
                         let _ = inner.handle_datagram(now, &d);
                         moved = true;
