@@ -19,6 +19,7 @@
 //! [`ConnAdapter::translate`] for each connection's events and routes each command to the
 //! adapter of [`Command::conn`], whose [`ConnAdapter::execute`] applies it.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use braid_core::{AddrId as CoreAddr, Connection, Event as CoreEvent, Instant, PathId};
@@ -67,6 +68,10 @@ pub struct ConnAdapter {
     locals: Vec<Option<SocketAddr>>,
     /// The local address of the first path.
     first: CoreAddr,
+    /// Stream bytes carried per local address, paths closed since included ...
+    carried: Vec<u64>,
+    /// ... from each open path's counters as last read.
+    seen: BTreeMap<PathId, u64>,
 }
 
 impl ConnAdapter {
@@ -77,7 +82,34 @@ impl ConnAdapter {
             peer,
             locals: Vec::new(),
             first: CoreAddr(0),
+            carried: Vec::new(),
+            seen: BTreeMap::new(),
         }
+    }
+
+    /// Stream bytes (sent and received) each local interface has carried on this connection so
+    /// far, closed paths included: a counter per interface that only grows. A runtime sums
+    /// them over its connections for [`Event::Traffic`] when the manager
+    /// [wants one](PathManager::wants_traffic).
+    pub fn traffic(&mut self, conn: &Connection) -> Vec<(IfaceId, u64)> {
+        let mut open = Vec::new();
+        for p in conn.paths() {
+            let bytes = p.stats.data_bytes_sent + p.stats.data_bytes_received;
+            let i = usize::from(p.local.0);
+            if self.carried.len() <= i {
+                self.carried.resize(i + 1, 0);
+            }
+            let last = self.seen.entry(p.id).or_insert(0);
+            self.carried[i] += bytes.saturating_sub(*last);
+            *last = bytes;
+            open.push(p.id);
+        }
+        self.seen.retain(|id, _| open.contains(id));
+        self.carried
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| (IfaceId(i as u32), b))
+            .collect()
     }
 
     pub fn conn(&self) -> ConnId {

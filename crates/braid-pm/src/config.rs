@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::capacity::CapacityConfig;
 use crate::hmm::Model;
 
 /// The base policy.
@@ -16,10 +17,24 @@ pub enum Mode {
     /// Seed 000 §V.A.2: the primary (`primary` interface) hands over to the backup interfaces
     /// when its signal falls below the threshold, and back when it recovers.
     CrossLayerBackup,
+    /// `CrossLayer`, capacity-aware: a fading link is demoted only when the links that would
+    /// carry its traffic have been seen carrying the demand (`capacity`); otherwise it stays
+    /// active until it can no longer carry anything, as in stock MPTCP.
+    CrossLayerCapacity,
+    /// `CrossLayerBackup`, capacity-aware: the backups are activated when the primary fades,
+    /// and the primary is demoted only when they have been seen carrying the demand.
+    CrossLayerBackupCapacity,
 }
 
 impl Mode {
-    pub const NAMES: &'static [&'static str] = &["fullmesh", "backup", "cross", "cross-backup"];
+    pub const NAMES: &'static [&'static str] = &[
+        "fullmesh",
+        "backup",
+        "cross",
+        "cross-backup",
+        "cross-cap",
+        "cross-backup-cap",
+    ];
 
     pub fn from_name(s: &str) -> Option<Mode> {
         Some(match s {
@@ -27,12 +42,40 @@ impl Mode {
             "backup" => Mode::Backup,
             "cross" | "cross-layer" => Mode::CrossLayer,
             "cross-backup" | "cross-layer-backup" => Mode::CrossLayerBackup,
+            "cross-cap" => Mode::CrossLayerCapacity,
+            "cross-backup-cap" => Mode::CrossLayerBackupCapacity,
             _ => return None,
         })
     }
 
+    /// The name `from_name` takes (the first of its spellings).
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::FullMesh => "fullmesh",
+            Mode::Backup => "backup",
+            Mode::CrossLayer => "cross",
+            Mode::CrossLayerBackup => "cross-backup",
+            Mode::CrossLayerCapacity => "cross-cap",
+            Mode::CrossLayerBackupCapacity => "cross-backup-cap",
+        }
+    }
+
     pub fn uses_signal(self) -> bool {
-        matches!(self, Mode::CrossLayer | Mode::CrossLayerBackup)
+        matches!(self.base(), Mode::CrossLayer | Mode::CrossLayerBackup)
+    }
+
+    /// The mode's policy without the capacity check.
+    pub fn base(self) -> Mode {
+        match self {
+            Mode::CrossLayerCapacity => Mode::CrossLayer,
+            Mode::CrossLayerBackupCapacity => Mode::CrossLayerBackup,
+            m => m,
+        }
+    }
+
+    /// Whether the mode weighs what the other links can carry before demoting one.
+    pub fn capacity_aware(self) -> bool {
+        self != self.base()
     }
 }
 
@@ -102,6 +145,8 @@ pub struct Config {
     /// Announce local addresses to the peer when a connection is established (the passive
     /// side's path manager usually does this).
     pub announce: bool,
+    /// The capacity estimate of the capacity-aware modes (ignored by the others).
+    pub capacity: CapacityConfig,
 }
 
 impl Default for Config {
@@ -113,6 +158,7 @@ impl Default for Config {
             hmm: None,
             same_subnet: false,
             announce: false,
+            capacity: CapacityConfig::default(),
         }
     }
 }
@@ -145,7 +191,10 @@ impl Config {
         if self.mode.uses_signal() && !self.ifaces.iter().any(|i| i.threshold_dbm.is_some()) {
             return Err("a cross-layer mode needs at least one interface with a threshold".into());
         }
-        if self.mode == Mode::CrossLayerBackup {
+        if self.mode.capacity_aware() {
+            self.capacity.validate()?;
+        }
+        if self.mode.base() == Mode::CrossLayerBackup {
             if !self.ifaces.iter().any(|i| i.backup) {
                 return Err("mode cross-backup needs an interface with backup = true".into());
             }

@@ -122,6 +122,12 @@ pub enum Event {
         iface: IfaceId,
         if_quality: u32,
     },
+    /// Stream bytes each interface has carried so far (sent and received, every connection; a
+    /// counter that only grows), for the capacity-aware modes: the runtime sends one when
+    /// [`crate::PathManager::wants_traffic`] says so.
+    Traffic {
+        bytes: Vec<(IfaceId, u64)>,
+    },
 }
 
 /// Commands (seed 000 Table III).

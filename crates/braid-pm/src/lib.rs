@@ -13,6 +13,7 @@
 #![deny(unsafe_code)]
 
 pub mod adapter;
+pub mod capacity;
 pub mod config;
 pub mod event;
 pub mod hmm;
@@ -21,6 +22,7 @@ pub mod route;
 pub mod signal;
 
 pub use adapter::{Applied, ConnAdapter};
+pub use capacity::CapacityConfig;
 pub use config::{Config, HmmConfig, IfaceConfig, Mode};
 pub use event::{AddrId, Command, ConnId, Endpoint, Event, IfaceId, SubflowId};
 pub use manager::{Decision, IfaceStatus, Manager, PathManager, Reason, Stats};

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 
 use braid_core::Instant;
 
+use crate::capacity::Estimator;
 use crate::config::{Config, IfaceConfig, Mode};
 use crate::event::{AddrId, Command, ConnId, Endpoint, Event, IfaceId, SubflowId};
 use crate::hmm::{self, Obs, State};
@@ -18,6 +19,12 @@ pub trait PathManager: Send {
     fn handle_timeout(&mut self, now: Instant);
     fn poll_timeout(&self) -> Option<Instant>;
     fn poll_command(&mut self) -> Option<Command>;
+    /// Whether the manager wants an [`Event::Traffic`] sample now (capacity-aware modes, once
+    /// per sample interval after `handle_timeout`); runtimes that cannot count bytes per
+    /// interface may ignore it (the modes then act as Algorithm 1).
+    fn wants_traffic(&self) -> bool {
+        false
+    }
 }
 
 /// Why a decision was taken, for logs, `status` and plots.
@@ -36,6 +43,9 @@ pub enum Reason {
     /// A subflow closed (broken, closed by the peer, failed to open) while its interface is
     /// still usable: the policy runs again after a backoff.
     Reopen,
+    /// The capacity-aware modes: a fading link stays active because the other links have not
+    /// been seen carrying the demand (or is demoted once they have).
+    Capacity,
 }
 
 /// One decision of the manager.
@@ -63,6 +73,10 @@ pub struct IfaceStatus {
     /// Backup/active changes on this interface's subflows.
     pub flips: u64,
     pub samples: u64,
+    /// Capacity-aware modes: the interface's rate over the last traffic sample (bit/s) ...
+    pub rate_bps: Option<f64>,
+    /// ... and what it carried as the main carrier, when seen within the horizon.
+    pub carried_bps: Option<f64>,
 }
 
 #[derive(Debug)]
@@ -113,6 +127,10 @@ pub struct Stats {
     pub bad_samples: u64,
     /// Re-evaluations of an interface after one of its subflows closed or failed.
     pub reopen_checks: u64,
+    /// Capacity-aware modes: traffic samples taken, and demotions withheld because the other
+    /// links had not been seen carrying the demand.
+    pub traffic_samples: u64,
+    pub demotions_withheld: u64,
 }
 
 /// The configurable path manager (full mesh, backup, cross-layer, cross-layer backup mode,
@@ -129,6 +147,11 @@ pub struct Manager {
     reopen: BTreeMap<(ConnId, IfaceId), Reopen>,
     now: Instant,
     stats: Stats,
+    /// Capacity-aware modes: what the links carried.
+    capacity: Option<Estimator>,
+    /// Capacity-aware modes: when the next traffic sample is due, and whether it is.
+    next_traffic: Option<Instant>,
+    traffic_due: bool,
 }
 
 /// Decisions kept for display.
@@ -152,7 +175,14 @@ struct Reopen {
 impl Manager {
     pub fn new(cfg: Config) -> Result<Self, String> {
         cfg.validate()?;
+        let capacity = cfg
+            .mode
+            .capacity_aware()
+            .then(|| Estimator::new(cfg.capacity.clone()));
         Ok(Manager {
+            capacity,
+            next_traffic: None,
+            traffic_due: false,
             cfg,
             ifaces: BTreeMap::new(),
             conns: BTreeMap::new(),
@@ -188,7 +218,50 @@ impl Manager {
             predicted: i.predicted,
             flips: i.flips,
             samples: i.samples,
+            rate_bps: self.capacity.as_ref().and_then(|e| e.rate_bps(id)),
+            carried_bps: self
+                .capacity
+                .as_ref()
+                .and_then(|e| e.carried_bps(self.now, id)),
         })
+    }
+
+    /// Capacity-aware modes: the demand the estimate measured (bit/s).
+    pub fn demand_bps(&self) -> Option<f64> {
+        self.capacity.as_ref().and_then(Estimator::demand_bps)
+    }
+
+    /// Capacity-aware modes: whether the interfaces other than `id` that may carry data have
+    /// been seen carrying the demand (true when nothing is known: Algorithm 1 then decides).
+    fn others_can_carry(&self, id: IfaceId) -> bool {
+        let Some(e) = &self.capacity else {
+            return true;
+        };
+        let others: Vec<IfaceId> = self
+            .ifaces
+            .keys()
+            .copied()
+            .filter(|&j| j != id && self.good(j))
+            .collect();
+        e.can_carry(self.now, others).unwrap_or(true)
+    }
+
+    /// Capacity-aware modes: a fading interface (signal below T, or a predicted disconnection)
+    /// that keeps carrying data because the others cannot take it, until its signal falls
+    /// `floor_db` below T.
+    fn keep_fading(&self, id: IfaceId) -> bool {
+        let Some(i) = self.ifaces.get(&id) else {
+            return false;
+        };
+        let above_floor = match (i.rssi, i.cfg.threshold_dbm) {
+            (Some(r), Some(t)) => r > t - self.cfg.capacity.floor_db,
+            _ => true,
+        };
+        self.capacity.is_some()
+            && above_floor
+            && self.available(id)
+            && !self.good(id)
+            && !self.others_can_carry(id)
     }
 
     /// Subflows known per connection: (connection, subflow, interface, backup).
@@ -317,7 +390,7 @@ impl Manager {
                     self.create(c, iface, role_backup, reason);
                 }
             }
-            Mode::CrossLayer => {
+            Mode::CrossLayer | Mode::CrossLayerCapacity => {
                 if good {
                     // RSSI > T: establish S, or clear its backup flag.
                     if existing.is_empty() {
@@ -325,6 +398,13 @@ impl Manager {
                     }
                     for s in existing.iter().filter(|s| s.backup) {
                         self.set_backup(c, s, false, reason);
+                    }
+                } else if self.keep_fading(iface) {
+                    // Capacity-aware: the other links cannot take the stream; S stays active
+                    // (and becomes active again if it was demoted) until it fails.
+                    self.stats.demotions_withheld += 1;
+                    for s in existing.iter().filter(|s| s.backup && s.id.is_some()) {
+                        self.set_backup(c, s, false, Reason::Capacity);
                     }
                 } else {
                     // RSSI ≤ T: active S becomes backup; S not active (not established) goes.
@@ -337,7 +417,7 @@ impl Manager {
                     }
                 }
             }
-            Mode::CrossLayerBackup => {
+            Mode::CrossLayerBackup | Mode::CrossLayerBackupCapacity => {
                 if role_backup {
                     // Backup interfaces follow the primaries (see `handover`).
                     let any_primary_good = self.primaries().any(|p| self.good(p));
@@ -404,6 +484,15 @@ impl Manager {
                 if self.available(b) {
                     self.activate(c, b, Reason::Handover);
                 }
+            }
+            if self.keep_fading(primary) {
+                // Capacity-aware: the backups carry beside the primary until they have shown
+                // they can carry the demand alone.
+                self.stats.demotions_withheld += 1;
+                for s in subs.iter().filter(|s| s.backup && s.id.is_some()) {
+                    self.set_backup(c, s, false, Reason::Capacity);
+                }
+                return;
             }
             for s in subs {
                 match s.id {
@@ -512,7 +601,7 @@ impl Manager {
         for c in conns {
             self.apply(c, iface, reason);
             // In backup mode a primary's change also moves the backups.
-            if self.cfg.mode == Mode::CrossLayerBackup
+            if self.cfg.mode.base() == Mode::CrossLayerBackup
                 && self.ifaces.get(&iface).is_some_and(|i| !i.cfg.backup)
             {
                 for b in self.backups() {
@@ -646,6 +735,9 @@ impl Manager {
 impl PathManager for Manager {
     fn handle_event(&mut self, now: Instant, event: &Event) {
         self.now = self.now.max(now);
+        if self.capacity.is_some() && self.next_traffic.is_none() {
+            self.next_traffic = Some(now);
+        }
         if self.cfg.hmm.is_some() && self.next_prediction.is_none() {
             self.next_prediction = Some(
                 now + self
@@ -856,6 +948,24 @@ impl PathManager for Manager {
                     i.quality = Some((*if_quality).min(10_000));
                 }
             }
+            Event::Traffic { bytes } => {
+                self.traffic_due = false;
+                if let Some(e) = &mut self.capacity
+                    && e.sample(now, bytes)
+                {
+                    self.stats.traffic_samples += 1;
+                    // What the links can carry changed: the fading ones are weighed again.
+                    let fading: Vec<IfaceId> = self
+                        .ifaces
+                        .keys()
+                        .copied()
+                        .filter(|&i| self.available(i) && !self.good(i))
+                        .collect();
+                    for i in fading {
+                        self.apply_iface(i, Reason::Capacity);
+                    }
+                }
+            }
         }
     }
 
@@ -863,6 +973,10 @@ impl PathManager for Manager {
         self.now = self.now.max(now);
         if self.next_prediction.is_some_and(|t| t <= now) {
             self.predict(now);
+        }
+        if self.next_traffic.is_some_and(|t| t <= now) {
+            self.traffic_due = true;
+            self.next_traffic = Some(now + self.cfg.capacity.sample);
         }
         let due: Vec<(ConnId, IfaceId)> = self
             .reopen
@@ -881,10 +995,14 @@ impl PathManager for Manager {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let reopen = self.reopen.values().filter_map(|r| r.at).min();
-        match (self.next_prediction, reopen) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.next_prediction, reopen, self.next_traffic]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn wants_traffic(&self) -> bool {
+        self.traffic_due
     }
 
     fn poll_command(&mut self) -> Option<Command> {

@@ -218,3 +218,40 @@ fn connection_events_carry_the_interface_and_addresses() {
     assert_eq!(a.endpoint(CoreAddr(5)).addr, None);
     assert!(a.translate(&CoreEvent::Readable).is_none());
 }
+
+/// The traffic sample counts the stream bytes each interface's paths carried, both ways, and
+/// keeps a closed path's bytes.
+#[test]
+fn traffic_counts_stream_bytes_per_interface_and_keeps_closed_paths() {
+    let (mut a, mut pm, mut c, mut s) = setup();
+    a.pump(ms(2), &mut c, &mut pm, |_| true, |_| {});
+    exchange(ms(3), &mut c, &mut s);
+    a.pump(ms(4), &mut c, &mut pm, |_| true, |_| {});
+    assert_eq!(c.write(&[7u8; 30_000]), 30_000);
+    exchange(ms(5), &mut c, &mut s);
+    let t = a.traffic(&c);
+    let total: u64 = t.iter().map(|(_, b)| b).sum();
+    assert_eq!(total, 30_000, "{t:?}");
+    assert!(t.iter().all(|(i, _)| i.0 < 3), "{t:?}");
+    // The server side counts what it received the same way.
+    let mut srv = ConnAdapter::new(
+        ConnId(2),
+        Endpoint {
+            id: AddrId(0),
+            addr: None,
+        },
+    );
+    let got: u64 = srv.traffic(&s).iter().map(|(_, b)| b).sum();
+    assert_eq!(got, 30_000);
+    // A path closes: what it carried stays counted.
+    let busy = c
+        .paths()
+        .filter(|p| p.stats.data_bytes_sent > 0)
+        .map(|p| p.id)
+        .next()
+        .unwrap();
+    c.close_path(busy).unwrap();
+    exchange(ms(6), &mut c, &mut s);
+    let after: u64 = a.traffic(&c).iter().map(|(_, b)| b).sum();
+    assert_eq!(after, 30_000);
+}

@@ -26,7 +26,7 @@ fn setup(mode: Mode, tweak: impl FnOnce(&mut Config)) -> Manager {
     wlan.threshold_dbm = Some(-82.0);
     wlan.alpha = 1.0;
     let mut lte = IfaceConfig::new("lte0");
-    lte.backup = mode == Mode::CrossLayerBackup || mode == Mode::Backup;
+    lte.backup = matches!(mode.base(), Mode::CrossLayerBackup | Mode::Backup);
     let mut cfg = Config {
         mode,
         ifaces: vec![wlan, lte],
@@ -552,4 +552,167 @@ fn the_close_of_a_removed_subflow_keeps_a_new_request_on_its_interface() {
     );
     assert_eq!(m.subflows().filter(|s| s.2 == WLAN).count(), 1);
     assert!(until(&mut m, 10_000).is_empty());
+}
+
+/// Capacity-aware modes: `secs` seconds of traffic samples every 250 ms from `t0` (ms), at
+/// `wlan` and `lte` bit/s; returns the time of the last sample and every command it caused.
+fn carry(
+    m: &mut Manager,
+    bytes: &mut [u64; 2],
+    t0: u64,
+    secs: u64,
+    wlan: f64,
+    lte: f64,
+) -> (u64, Vec<Command>) {
+    let mut t = t0;
+    let mut cmds = Vec::new();
+    while t < t0 + secs * 1000 {
+        t += 250;
+        m.handle_timeout(ms(t));
+        assert!(m.wants_traffic(), "a sample is due every 250 ms");
+        bytes[0] += (wlan / 32.0) as u64;
+        bytes[1] += (lte / 32.0) as u64;
+        m.handle_event(
+            ms(t),
+            &Event::Traffic {
+                bytes: vec![(WLAN, bytes[0]), (LTE, bytes[1])],
+            },
+        );
+        assert!(!m.wants_traffic());
+        cmds.extend(drain(m));
+    }
+    (t, cmds)
+}
+
+fn backup_of(cmds: &[Command], id: u64) -> Option<bool> {
+    cmds.iter().rev().find_map(|c| match c {
+        Command::SetBackup {
+            subflow, backup, ..
+        } if subflow.0 == id => Some(*backup),
+        _ => None,
+    })
+}
+
+/// A capacity-aware manager with WLAN's subflow (101) established, after LTE carried the
+/// 4 Mbit/s stream alone at `lte_rate` for 20 s and WLAN then carried it for 20 s.
+fn capacity_setup(mode: Mode, lte_rate: f64) -> (Manager, [u64; 2], u64) {
+    let mut m = setup(mode, |_| {});
+    sig(&mut m, 10, WLAN, -70.0);
+    established(&mut m, 20, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    drain(&mut m);
+    let mut b = [0, 0];
+    let (t, _) = carry(&mut m, &mut b, 100, 20, 0.0, lte_rate);
+    let (t, cmds) = carry(&mut m, &mut b, t, 20, 4e6, 0.0);
+    assert!(cmds.is_empty(), "nothing fades yet: {cmds:?}");
+    (m, b, t)
+}
+
+#[test]
+fn capacity_aware_cross_demotes_onto_a_link_that_carried_the_demand() {
+    let (mut m, _, t) = capacity_setup(Mode::CrossLayerCapacity, 4e6);
+    let demand = m.demand_bps().unwrap();
+    assert!((demand - 4e6).abs() < 0.05e6, "{demand}");
+    let lte = m.ifaces().find(|i| i.iface == LTE).unwrap();
+    assert!(lte.carried_bps.unwrap() > 3.9e6, "{lte:?}");
+    // Below T: LTE has carried the stream, so WLAN is demoted at once (Algorithm 1).
+    let cmds = sig(&mut m, t + 10, WLAN, -84.0);
+    assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
+    assert_eq!(m.stats().demotions_withheld, 0);
+}
+
+#[test]
+fn capacity_aware_cross_keeps_a_fading_link_the_others_cannot_replace() {
+    let (mut m, mut b, t) = capacity_setup(Mode::CrossLayerCapacity, 2e6);
+    // LTE delivered 2 Mbit/s while it carried a 4 Mbit/s stream: WLAN stays active below T ...
+    let cmds = sig(&mut m, t + 10, WLAN, -83.0);
+    assert_eq!(backup_of(&cmds, 101), None, "{cmds:?}");
+    assert!(m.stats().demotions_withheld > 0);
+    // ... while it carries the stream ...
+    let (t, cmds) = carry(&mut m, &mut b, t + 10, 3, 4e6, 0.0);
+    assert_eq!(backup_of(&cmds, 101), None, "{cmds:?}");
+    // ... until its signal falls `floor_db` (2 dB) below T: then it is demoted anyway, before
+    // it fails.
+    assert_eq!(backup_of(&sig(&mut m, t + 10, WLAN, -83.9), 101), None);
+    assert_eq!(
+        backup_of(&sig(&mut m, t + 20, WLAN, -84.1), 101),
+        Some(true)
+    );
+}
+
+#[test]
+fn capacity_aware_cross_takes_a_demotion_back_when_the_other_link_falls_short() {
+    let (mut m, mut b, t) = capacity_setup(Mode::CrossLayerCapacity, 4e6);
+    assert_eq!(
+        backup_of(&sig(&mut m, t + 10, WLAN, -83.0), 101),
+        Some(true)
+    );
+    m.handle_event(
+        ms(t + 11),
+        &Event::SubflowPriority {
+            conn: C,
+            subflow: SubflowId(101),
+            backup: true,
+        },
+    );
+    // LTE now carries the stream alone at 2 Mbit/s: within a few seconds WLAN, still above
+    // the floor, carries again.
+    let (t, cmds) = carry(&mut m, &mut b, t + 10, 10, 0.0, 2e6);
+    assert_eq!(backup_of(&cmds, 101), Some(false), "{cmds:?}");
+    let why = m
+        .decisions()
+        .iter()
+        .rev()
+        .find(|d| matches!(d.command, Command::SetBackup { backup: false, .. }))
+        .unwrap();
+    assert_eq!(why.reason, Reason::Capacity);
+    assert!(why.at < ms(t), "{why:?}");
+}
+
+#[test]
+fn capacity_aware_cross_without_traffic_samples_is_algorithm_1() {
+    let mut m = setup(Mode::CrossLayerCapacity, |_| {});
+    sig(&mut m, 10, WLAN, -70.0);
+    established(&mut m, 20, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    drain(&mut m);
+    // A runtime that never answers `wants_traffic`: the manager keeps going.
+    for t in (100..2000).step_by(250) {
+        m.handle_timeout(ms(t));
+    }
+    assert!(m.poll_timeout().is_some_and(|t| t > ms(1750)));
+    assert_eq!(backup_of(&sig(&mut m, 2000, WLAN, -84.0), 101), Some(true));
+}
+
+#[test]
+fn capacity_aware_backup_mode_adds_the_backup_before_it_drops_the_primary() {
+    let (mut m, mut b, t) = capacity_setup(Mode::CrossLayerBackupCapacity, 2e6);
+    // WLAN fades: LTE (id 100, flagged backup while WLAN was good) is activated, WLAN stays.
+    let cmds = sig(&mut m, t + 10, WLAN, -83.0);
+    assert_eq!(backup_of(&cmds, 100), Some(false), "{cmds:?}");
+    assert_eq!(backup_of(&cmds, 101), None, "{cmds:?}");
+    let (t, cmds) = carry(&mut m, &mut b, t + 10, 2, 3e6, 1e6);
+    assert_eq!(backup_of(&cmds, 101), None, "{cmds:?}");
+    assert_eq!(backup_of(&sig(&mut m, t + 5, WLAN, -83.5), 101), None);
+    // Below the floor the primary is demoted.
+    assert_eq!(
+        backup_of(&sig(&mut m, t + 10, WLAN, -86.0), 101),
+        Some(true)
+    );
+    // With an LTE that carried the demand it is a plain handover.
+    let (mut m, _, t) = capacity_setup(Mode::CrossLayerBackupCapacity, 4e6);
+    let cmds = sig(&mut m, t + 10, WLAN, -84.0);
+    assert_eq!(backup_of(&cmds, 100), Some(false), "{cmds:?}");
+    assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
+}
+
+#[test]
+fn mode_names_round_trip() {
+    for n in Mode::NAMES {
+        assert_eq!(Mode::from_name(n).unwrap().name(), *n);
+    }
+    assert!(Mode::CrossLayerCapacity.uses_signal() && Mode::CrossLayerCapacity.capacity_aware());
+    assert_eq!(
+        Mode::CrossLayerBackupCapacity.base(),
+        Mode::CrossLayerBackup
+    );
+    assert!(!Mode::CrossLayer.capacity_aware());
 }

@@ -1,0 +1,331 @@
+//! What the links can carry, learned from what they delivered: the estimate behind the
+//! capacity-aware cross-layer modes (`cross-cap`, `cross-backup-cap`).
+//!
+//! Seed 000's Algorithm 1 demotes a link whose signal fades whatever the other links can carry
+//! at that moment; with a real cellular link beside it, that hands a stream to a link that
+//! cannot take it seconds before it has to. The capacity-aware modes demote only when the
+//! links that would carry the stream have been seen carrying it.
+//!
+//! The runtime reports, every [`CapacityConfig::sample`], the bytes each interface has carried
+//! so far (stream bytes sent plus received, all connections, a counter that only grows). From
+//! those the estimator keeps:
+//! - the **demand**: the median of the total delivery rate (an EWMA with a 1 s time constant)
+//!   over the last `demand_window`. The median, not the peak: when a link comes back, the
+//!   backlog that built up while the others could not carry the stream drains at several
+//!   times the application's rate for a few seconds, which is not what the application
+//!   needs;
+//! - per interface, what it **carried** while it was the main carrier (at least `main_share`
+//!   of the total): an EWMA of its rate over such intervals (20 s time constant: the whole of a period in which it carried the stream, not its last seconds), with the time
+//!   it was last updated. A link that carried the stream at the application's rate has shown
+//!   it can; one that delivered less while it carried everything has shown it cannot. An
+//!   estimate older than `horizon` is forgotten.
+//!
+//! A link that has not carried anything yet gives no evidence; the modes then act as
+//! Algorithm 1 does (see `Manager`).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use braid_core::Instant;
+
+use crate::event::IfaceId;
+
+/// Settings of the capacity estimate (defaults need no tuning for the seeds' rates).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapacityConfig {
+    /// How often the runtime reports the interfaces' byte counters.
+    pub sample: Duration,
+    /// The demand is the median delivery rate over this window.
+    pub demand_window: Duration,
+    /// What an interface carried is forgotten after this long without new evidence.
+    pub horizon: Duration,
+    /// The other links can carry the stream when what they carried is at least this share of
+    /// the demand.
+    pub headroom: f64,
+    /// An interface is the main carrier of an interval when it carried at least this share of
+    /// the total.
+    pub main_share: f64,
+    /// A fading link kept active because the others cannot carry the demand is demoted anyway
+    /// once its smoothed signal falls this far below its threshold T: it is about to fail, and
+    /// moving before it does saves the retransmission timeout that would find out.
+    pub floor_db: f64,
+}
+
+impl Default for CapacityConfig {
+    fn default() -> Self {
+        CapacityConfig {
+            sample: Duration::from_millis(250),
+            demand_window: Duration::from_secs(40),
+            horizon: Duration::from_secs(120),
+            headroom: 0.9,
+            main_share: 0.95,
+            floor_db: 2.0,
+        }
+    }
+}
+
+impl CapacityConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.sample.is_zero() {
+            return Err("capacity sample interval must be positive".into());
+        }
+        if self.demand_window < self.sample {
+            return Err("capacity demand_window must be at least one sample interval".into());
+        }
+        if !(self.headroom > 0.0 && self.headroom.is_finite()) {
+            return Err("capacity headroom must be a positive number".into());
+        }
+        if !(self.main_share > 0.5 && self.main_share <= 1.0) {
+            return Err("capacity main_share must be within (0.5, 1]".into());
+        }
+        if !(self.floor_db >= 0.0 && self.floor_db.is_finite()) {
+            return Err("capacity floor_db must be zero or positive (dB)".into());
+        }
+        Ok(())
+    }
+}
+
+/// Below this demand a connection is idle: any link can carry it.
+const IDLE_BPS: f64 = 64_000.0;
+/// Time constant of the total rate's smoothing.
+const TOTAL_TAU: f64 = 1.0;
+/// Time constant of the smoothing of what a main carrier delivered.
+const CARRIED_TAU: f64 = 20.0;
+/// Intervals shorter than this are merged into the next one (rates over a few milliseconds
+/// are noise).
+const MIN_INTERVAL: Duration = Duration::from_millis(50);
+
+#[derive(Debug, Clone, Default)]
+struct Link {
+    /// The counter at the last sample.
+    bytes: u64,
+    /// Rate over the last interval, bit/s.
+    rate: f64,
+    /// What it carried as the main carrier (bit/s) and when that was last seen.
+    carried: Option<(f64, Instant)>,
+}
+
+/// The estimate; sans-IO (time is an argument).
+#[derive(Debug, Clone)]
+pub struct Estimator {
+    cfg: CapacityConfig,
+    last: Option<Instant>,
+    links: BTreeMap<IfaceId, Link>,
+    total: Option<f64>,
+    /// (time, smoothed total rate) over the demand window.
+    recent: VecDeque<(Instant, f64)>,
+    samples: u64,
+}
+
+fn ewma(prev: Option<f64>, value: f64, dt: Duration, tau: f64) -> f64 {
+    match prev {
+        None => value,
+        Some(p) => {
+            let w = 1.0 - (-dt.as_secs_f64() / tau).exp();
+            p + w * (value - p)
+        }
+    }
+}
+
+impl Estimator {
+    pub fn new(cfg: CapacityConfig) -> Self {
+        Estimator {
+            cfg,
+            last: None,
+            links: BTreeMap::new(),
+            total: None,
+            recent: VecDeque::new(),
+            samples: 0,
+        }
+    }
+
+    pub fn config(&self) -> &CapacityConfig {
+        &self.cfg
+    }
+
+    /// Takes the byte counters of every interface at `now`. A counter that went down (a
+    /// runtime that replaced its connection) restarts from its new value. Returns whether the
+    /// estimate changed.
+    pub fn sample(&mut self, now: Instant, bytes: &[(IfaceId, u64)]) -> bool {
+        let Some(last) = self.last else {
+            self.last = Some(now);
+            for &(i, b) in bytes {
+                self.links.entry(i).or_default().bytes = b;
+            }
+            return false;
+        };
+        let dt = now.saturating_since(last);
+        if dt < MIN_INTERVAL {
+            return false;
+        }
+        self.last = Some(now);
+        self.samples += 1;
+        let secs = dt.as_secs_f64();
+        let mut total = 0.0;
+        for &(i, b) in bytes {
+            let l = self.links.entry(i).or_default();
+            let delta = b.saturating_sub(l.bytes);
+            l.bytes = b;
+            l.rate = delta as f64 * 8.0 / secs;
+            total += l.rate;
+        }
+        let share = self.cfg.main_share;
+        for l in self.links.values_mut() {
+            if total > 0.0 && l.rate >= share * total {
+                let prev = l.carried.map(|(v, _)| v);
+                l.carried = Some((ewma(prev, l.rate, dt, CARRIED_TAU), now));
+            }
+        }
+        let smoothed = ewma(self.total, total, dt, TOTAL_TAU);
+        self.total = Some(smoothed);
+        self.recent.push_back((now, smoothed));
+        while self
+            .recent
+            .front()
+            .is_some_and(|&(t, _)| now.saturating_since(t) > self.cfg.demand_window)
+        {
+            self.recent.pop_front();
+        }
+        true
+    }
+
+    /// The demand (bit/s): the median smoothed total rate over the demand window; `None`
+    /// before two samples.
+    pub fn demand_bps(&self) -> Option<f64> {
+        if self.recent.is_empty() {
+            return None;
+        }
+        let mut v: Vec<f64> = self.recent.iter().map(|&(_, v)| v).collect();
+        v.sort_by(f64::total_cmp);
+        Some(v[v.len() / 2])
+    }
+
+    /// Rate of the interface over the last interval (bit/s).
+    pub fn rate_bps(&self, iface: IfaceId) -> Option<f64> {
+        self.last?;
+        self.links.get(&iface).map(|l| l.rate)
+    }
+
+    /// What the interface carried as the main carrier, if seen within the horizon.
+    pub fn carried_bps(&self, now: Instant, iface: IfaceId) -> Option<f64> {
+        let (v, at) = self.links.get(&iface)?.carried?;
+        (now.saturating_since(at) <= self.cfg.horizon).then_some(v)
+    }
+
+    /// Whether the interfaces `others` can carry the demand: `None` when nothing is known (no
+    /// demand measured yet, or none of them has carried anything within the horizon), then
+    /// `Some(true)` for an idle connection or when what they carried reaches `headroom` × the
+    /// demand.
+    pub fn can_carry(
+        &self,
+        now: Instant,
+        others: impl IntoIterator<Item = IfaceId>,
+    ) -> Option<bool> {
+        let demand = self.demand_bps()?;
+        if demand < IDLE_BPS {
+            return Some(true);
+        }
+        let mut known = false;
+        let mut sum = 0.0;
+        for i in others {
+            if let Some(v) = self.carried_bps(now, i) {
+                known = true;
+                sum += v;
+            }
+        }
+        known.then_some(sum >= self.cfg.headroom * demand)
+    }
+
+    /// Samples taken (intervals measured).
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: IfaceId = IfaceId(0);
+    const B: IfaceId = IfaceId(1);
+
+    fn ms(v: u64) -> Instant {
+        Instant::from_millis(v)
+    }
+
+    /// Feeds `secs` seconds of samples at `rates` bit/s per interface from `t0` (ms).
+    fn feed(e: &mut Estimator, t0: u64, secs: u64, bytes: &mut [u64; 2], rates: [f64; 2]) -> u64 {
+        let step = 250;
+        let mut t = t0;
+        while t < t0 + secs * 1000 {
+            t += step;
+            for k in 0..2 {
+                bytes[k] += (rates[k] * step as f64 / 8000.0) as u64;
+            }
+            e.sample(ms(t), &[(A, bytes[0]), (B, bytes[1])]);
+        }
+        t
+    }
+
+    #[test]
+    fn a_link_that_carried_the_stream_can_carry_it_again() {
+        let mut e = Estimator::new(CapacityConfig::default());
+        let mut b = [0, 0];
+        e.sample(ms(0), &[(A, 0), (B, 0)]);
+        assert_eq!(e.can_carry(ms(0), [B]), None, "nothing measured yet");
+        // B alone carries 4 Mbit/s, then A takes the stream.
+        let t = feed(&mut e, 0, 20, &mut b, [0.0, 4e6]);
+        let t = feed(&mut e, t, 30, &mut b, [4e6, 0.0]);
+        assert!((e.demand_bps().unwrap() - 4e6).abs() < 1e5);
+        assert!((e.carried_bps(ms(t), B).unwrap() - 4e6).abs() < 1e5);
+        assert_eq!(e.can_carry(ms(t), [B]), Some(true));
+        // The evidence expires.
+        assert_eq!(e.can_carry(ms(t + 200_000), [B]), None);
+    }
+
+    #[test]
+    fn a_link_that_fell_short_cannot() {
+        let mut e = Estimator::new(CapacityConfig::default());
+        let mut b = [0, 0];
+        e.sample(ms(0), &[(A, 0), (B, 0)]);
+        // B alone delivers 2 Mbit/s (a 4 Mbit/s stream queueing), then A carries 4 Mbit/s.
+        let t = feed(&mut e, 0, 10, &mut b, [0.0, 2e6]);
+        let t = feed(&mut e, t, 30, &mut b, [4e6, 0.0]);
+        assert_eq!(e.can_carry(ms(t), [B]), Some(false));
+        // The demand is remembered while B alone carries the stream again at 2 Mbit/s, so
+        // B's shortfall shows within a few seconds.
+        let t2 = feed(&mut e, t, 4, &mut b, [0.0, 2e6]);
+        assert_eq!(e.can_carry(ms(t2), [B]), Some(false));
+        assert!(e.demand_bps().unwrap() > 3.5e6);
+    }
+
+    #[test]
+    fn idle_connections_and_restarted_counters() {
+        let mut e = Estimator::new(CapacityConfig::default());
+        e.sample(ms(0), &[(A, 1000), (B, 0)]);
+        e.sample(ms(1000), &[(A, 2000), (B, 0)]);
+        assert_eq!(e.can_carry(ms(1000), [B]), Some(true), "8 kbit/s is idle");
+        // A counter going down (a new connection) restarts without a negative rate.
+        e.sample(ms(2000), &[(A, 10), (B, 0)]);
+        assert_eq!(e.rate_bps(A), Some(0.0));
+        // Samples closer than the minimum interval are merged into the next.
+        assert!(!e.sample(ms(2010), &[(A, 1_000_000), (B, 0)]));
+        assert!(e.sample(ms(3000), &[(A, 1_000_010), (B, 0)]));
+        assert!((e.rate_bps(A).unwrap() - 8e6).abs() < 1.0);
+    }
+
+    #[test]
+    fn config_checked() {
+        assert!(CapacityConfig::default().validate().is_ok());
+        let bad = |f: fn(&mut CapacityConfig)| {
+            let mut c = CapacityConfig::default();
+            f(&mut c);
+            c.validate().unwrap_err()
+        };
+        assert!(bad(|c| c.sample = Duration::ZERO).contains("sample"));
+        assert!(bad(|c| c.headroom = f64::NAN).contains("headroom"));
+        assert!(bad(|c| c.main_share = 0.3).contains("main_share"));
+        assert!(bad(|c| c.floor_db = -1.0).contains("floor_db"));
+        assert!(bad(|c| c.demand_window = Duration::from_millis(1)).contains("demand_window"));
+    }
+}
