@@ -87,6 +87,10 @@ pub struct TcpState {
     pub unacked: u32,
     /// Bytes queued and not sent yet (`tcpi_notsent_bytes`).
     pub notsent: u32,
+    /// Bytes the peer acknowledged (`tcpi_bytes_acked`) ...
+    pub bytes_acked: u64,
+    /// ... and bytes received (`tcpi_bytes_received`) over the socket's life.
+    pub bytes_received: u64,
 }
 
 impl TcpState {
@@ -226,6 +230,12 @@ fn tcp_state(msg: &[u8], info: &[u8]) -> Result<TcpState, ParseError> {
             .map(u32::from_ne_bytes)
             .ok_or_else(short)
     };
+    let u64_at = |o: usize| {
+        info.get(o..o + 8)
+            .and_then(|x| <[u8; 8]>::try_from(x).ok())
+            .map(u64::from_ne_bytes)
+            .ok_or_else(short)
+    };
     let port = |o: usize| u16::from_be_bytes([msg[o], msg[o + 1]]);
     let addr = |o: usize| -> IpAddr {
         let b: [u8; 16] = msg[o..o + 16].try_into().expect("16 bytes");
@@ -241,6 +251,8 @@ fn tcp_state(msg: &[u8], info: &[u8]) -> Result<TcpState, ParseError> {
         remote: SocketAddr::new(addr(24), port(6)),
         unacked: u32_at(24)?,
         notsent: u32_at(144)?,
+        bytes_acked: u64_at(120)?,
+        bytes_received: u64_at(128)?,
     })
 }
 
@@ -288,10 +300,13 @@ mod tests {
         let mut info = vec![0u8; 160];
         info[24..28].copy_from_slice(&3u32.to_ne_bytes());
         info[144..148].copy_from_slice(&5000u32.to_ne_bytes());
+        info[120..128].copy_from_slice(&7_000_000_000u64.to_ne_bytes());
+        info[128..136].copy_from_slice(&42u64.to_ne_bytes());
         let t = tcp_state(&msg, &info).unwrap();
         assert_eq!(t.local, "10.0.1.1:40000".parse().unwrap());
         assert_eq!(t.remote, "10.0.9.2:5201".parse().unwrap());
         assert_eq!((t.unacked, t.notsent), (3, 5000));
+        assert_eq!((t.bytes_acked, t.bytes_received), (7_000_000_000, 42));
         assert!(t.holds_data());
         assert!(tcp_state(&msg, &info[..100]).is_err());
     }

@@ -502,6 +502,19 @@ fn build_pm(s: &Scenario) -> Result<braid_pm::Config, CheckError> {
         }),
         same_subnet: s.pm.same_subnet,
         announce: false,
+        capacity: s
+            .pm
+            .capacity
+            .as_ref()
+            .map(|c| braid_pm::CapacityConfig {
+                sample: c.sample.0,
+                demand_window: c.demand_window.0,
+                horizon: c.horizon.0,
+                headroom: c.headroom,
+                main_share: c.main_share,
+                floor_db: c.floor_db,
+            })
+            .unwrap_or_default(),
     };
     cfg.validate().map_err(|m| (k("mode"), m))?;
     Ok(cfg)

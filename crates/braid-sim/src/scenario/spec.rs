@@ -223,6 +223,9 @@ pub struct PmSpec {
     pub remove_weak: bool,
     pub same_subnet: bool,
     pub hmm: Option<HmmSpec>,
+    /// The capacity estimate of modes `cross-cap` and `cross-backup-cap` (defaults if absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacitySpec>,
 }
 
 impl Default for PmSpec {
@@ -232,6 +235,33 @@ impl Default for PmSpec {
             remove_weak: false,
             same_subnet: false,
             hmm: None,
+            capacity: None,
+        }
+    }
+}
+
+/// `[pm.capacity]`: see `braid_pm::CapacityConfig`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CapacitySpec {
+    pub sample: Dur,
+    pub demand_window: Dur,
+    pub horizon: Dur,
+    pub headroom: f64,
+    pub main_share: f64,
+    pub floor_db: f64,
+}
+
+impl Default for CapacitySpec {
+    fn default() -> Self {
+        let d = braid_pm::CapacityConfig::default();
+        CapacitySpec {
+            sample: Dur(d.sample),
+            demand_window: Dur(d.demand_window),
+            horizon: Dur(d.horizon),
+            headroom: d.headroom,
+            main_share: d.main_share,
+            floor_db: d.floor_db,
         }
     }
 }

@@ -319,10 +319,35 @@ impl World<'_> {
             pm.handle_timeout(now);
             n.pm_dirty = true;
         }
+        if self.nodes[node]
+            .pm
+            .as_ref()
+            .is_some_and(|p| p.wants_traffic())
+        {
+            self.feed_traffic(node);
+        }
         for k in 0..self.nodes[node].clients.len() {
             let ep = self.nodes[node].clients[k];
             self.pump(ep);
         }
+    }
+
+    /// The capacity-aware path managers' sample: the bytes each interface of the node carried,
+    /// over all its client connections.
+    fn feed_traffic(&mut self, node: usize) {
+        let mut sum: Vec<(pm::IfaceId, u64)> = Vec::new();
+        for k in 0..self.nodes[node].clients.len() {
+            let ep = self.nodes[node].clients[k];
+            let Endpoint { conn, adapter, .. } = &mut self.eps[ep];
+            let Some(a) = adapter else { continue };
+            for (i, b) in a.traffic(conn) {
+                match sum.iter_mut().find(|(j, _)| *j == i) {
+                    Some((_, t)) => *t += b,
+                    None => sum.push((i, b)),
+                }
+            }
+        }
+        self.pm_event(node, pm::Event::Traffic { bytes: sum });
     }
 
     /// Feeds the node's client connections' events to its path manager and executes its

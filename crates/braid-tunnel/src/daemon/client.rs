@@ -167,6 +167,7 @@ impl Client {
             sec,
             tunnel: None,
             pm: Pm {
+                traffic: None,
                 manager,
                 conn_no: 0,
             },

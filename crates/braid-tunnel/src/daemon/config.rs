@@ -551,6 +551,7 @@ impl ClientConfig {
             hmm: None,
             same_subnet: false,
             announce: false,
+            ..braid_pm::Config::default()
         };
         cfg.validate()
             .map_err(|m| ConfigError(format!("pm: {m}")))?;

@@ -15,6 +15,9 @@ pub(crate) struct Pm {
     pub manager: pm::Manager,
     /// The current connection's number (a new one for every connection).
     pub conn_no: u64,
+    /// The adapter that counts the bytes each link carried on connection number `.0`, for the
+    /// capacity-aware modes' traffic samples (a new connection starts a new count).
+    pub traffic: Option<(u64, ConnAdapter)>,
 }
 
 impl Pm {
@@ -45,6 +48,17 @@ impl Pm {
             }
             return;
         };
+        if self.manager.wants_traffic() {
+            let no = self.conn_no;
+            if self.traffic.as_ref().is_none_or(|(n, _)| *n != no) {
+                self.traffic = Some((no, adapter(self.conn(), links, first)));
+            }
+            if let Some((_, t)) = &mut self.traffic {
+                let bytes = t.traffic(conn);
+                self.manager
+                    .handle_event(now, &pm::Event::Traffic { bytes });
+            }
+        }
         let a = adapter(self.conn(), links, first);
         a.pump(
             now,

@@ -92,6 +92,10 @@ pub struct Bridge {
     next_subflow: u64,
     /// Commands that named something the kernel no longer has.
     pub stale_commands: u64,
+    /// Capacity-aware modes: bytes each interface's subflows carried (closed ones included) ...
+    carried: BTreeMap<u32, u64>,
+    /// ... from each subflow socket's counters as last read.
+    carried_seen: BTreeMap<(SocketAddr, SocketAddr), u64>,
 }
 
 impl Bridge {
@@ -126,6 +130,36 @@ impl Bridge {
             .ifaces
             .values()
             .any(|i| i.up && i.addrs.contains(&local.ip()))
+    }
+
+    /// The capacity-aware modes' traffic sample: for every subflow socket of a known MPTCP
+    /// connection (sock_diag's TCP sockets matched by four-tuple), the bytes acknowledged by
+    /// the peer plus the bytes received, summed per interface; a counter per interface that
+    /// only grows (a closed subflow's bytes stay counted).
+    pub fn traffic(&mut self, sockets: &[braid_mptcp::diag::TcpState]) -> Vec<(IfaceId, u64)> {
+        let mut open = Vec::new();
+        for t in sockets {
+            let known = self
+                .subflows
+                .values()
+                .find(|s| s.local == t.local && s.remote == t.remote);
+            let Some(iface) =
+                known.and_then(|s| s.ifindex.or_else(|| self.iface_of_addr(t.local.ip())))
+            else {
+                continue;
+            };
+            let bytes = t.bytes_acked + t.bytes_received;
+            let last = self.carried_seen.entry((t.local, t.remote)).or_insert(0);
+            *self.carried.entry(iface).or_insert(0) += bytes.saturating_sub(*last);
+            *last = bytes;
+            open.push((t.local, t.remote));
+        }
+        self.carried_seen.retain(|k, _| open.contains(k));
+        self.ifaces
+            .iter()
+            .filter(|(_, i)| i.managed)
+            .map(|(&k, _)| (IfaceId(k), self.carried.get(&k).copied().unwrap_or(0)))
+            .collect()
     }
 
     /// The interface that holds a local address.
@@ -680,6 +714,65 @@ mod tests {
         b.on_kernel(&PmEvent::Closed { token: Token(7) });
         assert!(b.subflows.is_empty());
         assert!(b.conns.is_empty());
+    }
+
+    /// The capacity-aware modes' traffic sample: the subflow sockets of known connections,
+    /// summed per managed interface; other TCP sockets do not count, and a subflow that closes
+    /// keeps what it carried.
+    #[test]
+    fn traffic_counts_subflow_sockets_per_interface() {
+        let mut b = Bridge::new(vec!["veth1".into(), "veth2".into()]);
+        for n in [
+            NetEvent::Link {
+                index: 5,
+                name: "veth1".into(),
+                up: true,
+            },
+            NetEvent::Link {
+                index: 6,
+                name: "veth2".into(),
+                up: true,
+            },
+            NetEvent::AddrNew {
+                index: 5,
+                addr: "10.0.1.1".parse().unwrap(),
+                prefix_len: 24,
+            },
+            NetEvent::AddrNew {
+                index: 6,
+                addr: "10.0.2.1".parse().unwrap(),
+                prefix_len: 24,
+            },
+        ] {
+            b.on_net(&n);
+        }
+        b.on_kernel(&PmEvent::Created(conn_info(7)));
+        b.on_kernel(&PmEvent::Established(conn_info(7)));
+        b.on_kernel(&PmEvent::SubEstablished(sub(
+            7,
+            "10.0.2.1:41000",
+            "10.0.2.2:5201",
+            false,
+        )));
+        let sock =
+            |local: &str, remote: &str, acked: u64, received: u64| braid_mptcp::diag::TcpState {
+                local: sa(local),
+                remote: sa(remote),
+                unacked: 0,
+                notsent: 0,
+                bytes_acked: acked,
+                bytes_received: received,
+            };
+        let t = b.traffic(&[
+            sock("10.0.1.1:40000", "10.0.1.2:5201", 1000, 10),
+            sock("10.0.2.1:41000", "10.0.2.2:5201", 0, 500),
+            // A plain TCP socket on veth1: not a subflow.
+            sock("10.0.1.1:22", "10.0.1.9:50000", 1_000_000, 0),
+        ]);
+        assert_eq!(t, vec![(IfaceId(5), 1010), (IfaceId(6), 500)]);
+        // veth2's subflow closes: its bytes stay counted; veth1's grows.
+        let t = b.traffic(&[sock("10.0.1.1:40000", "10.0.1.2:5201", 3000, 10)]);
+        assert_eq!(t, vec![(IfaceId(5), 3010), (IfaceId(6), 500)]);
     }
 
     #[test]

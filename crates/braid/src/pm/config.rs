@@ -1,7 +1,7 @@
 //! `braid pm --config FILE`: the TOML configuration of the path-manager daemon.
 //!
 //! ```toml
-//! mode = "cross"              # fullmesh | backup | cross | cross-backup
+//! mode = "cross"              # fullmesh | backup | cross | cross-backup | cross-cap | cross-backup-cap
 //! remove_weak = false         # cross-backup: remove the weak primary's subflow
 //! same_subnet = false         # seed 004: pair local and remote addresses of the same /24
 //! announce = false            # announce local addresses when a connection is established
@@ -230,6 +230,7 @@ pub fn parse(text: &str, base: &Path) -> Result<PmSettings, String> {
         hmm,
         same_subnet: f.same_subnet,
         announce: f.announce,
+        ..braid_pm::Config::default()
     };
     policy.validate()?;
     let abs = |p: &PathBuf| {

@@ -65,9 +65,12 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
     let mut bridge = Bridge::new(settings.managed.clone());
     let mut counters = Counters::default();
     let mut drain = Drain::new(settings.drain_max_unacked);
-    let mut diag = match settings.drain_max_unacked {
-        Some(_) => Some(MptcpDiag::open().context("sock_diag (MPTCP connection state)")?),
-        None => None,
+    // sock_diag serves the drain and the capacity-aware modes' traffic samples.
+    let mut diag = if settings.drain_max_unacked.is_some() || settings.policy.mode.capacity_aware()
+    {
+        Some(MptcpDiag::open().context("sock_diag (MPTCP connection state)")?)
+    } else {
+        None
     };
     for n in &snapshot {
         for e in bridge.on_net(n) {
@@ -187,7 +190,18 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                     Some(d) => tokio::time::sleep_until(d).await,
                     None => std::future::pending().await,
                 }
-            } => pm.handle_timeout(now()),
+            } => {
+                pm.handle_timeout(now());
+                // Capacity-aware modes: what each interface's subflows carried.
+                if pm.wants_traffic()
+                    && let Some(d) = diag.as_mut()
+                {
+                    match d.tcp().await {
+                        Ok(sockets) => evs.push(Event::Traffic { bytes: bridge.traffic(&sockets) }),
+                        Err(e) => tracing::warn!("sock_diag: {e}"),
+                    }
+                }
+            }
             _ = tokio::signal::ctrl_c() => break,
             _ = sigterm.recv() => break,
         }

@@ -239,6 +239,8 @@ mod tests {
             remote: sa("10.0.9.2:5201"),
             unacked,
             notsent,
+            bytes_acked: 0,
+            bytes_received: 0,
         }
     }
 
