@@ -101,6 +101,107 @@ fn rss_drives_kernel_subflows() {
     assert_eq!(st["stats"]["kernel_request_errors"], 0, "{st:#}");
 }
 
+/// The capacity-aware cross-layer mode on the kernel: a 4 Mbit/s stream over c1 (20 Mbit/s)
+/// and c2 (2 Mbit/s). While c1's signal is weak (Algorithm 1: nothing known yet) c2 carries the
+/// stream alone and delivers 2 Mbit/s — braid pm reads that from sock_diag; c1 recovers and
+/// carries it. When c1's signal falls below T again, braid pm keeps c1 active (c2 has shown it
+/// cannot carry the demand) until the signal is 2 dB below T, then flags it backup. The
+/// stream is intact.
+#[test]
+fn capacity_aware_cross_keeps_a_link_the_other_cannot_replace() {
+    let Some(_alone) = timing_test() else {
+        return;
+    };
+    let t = Topo::new("bpc", [20, 2], true);
+    t.userspace_pm();
+    let d = Daemon::braid_pm(
+        &t.client,
+        r#"
+mode = "cross-cap"
+[[iface]]
+name = "c1"
+threshold_dbm = -75.0
+alpha = 1.0
+[[iface]]
+name = "c2"
+"#,
+    );
+    d.rssi("c1", -60.0);
+    let rx = receiver(&t.server, 5201);
+    let stop = Arc::new(AtomicBool::new(false));
+    let tx = sender_with(
+        &t.client,
+        format!("{SERVER}:5201").parse().unwrap(),
+        stop.clone(),
+        SendOpts {
+            cbr: Some((4e6, 1200)),
+            ..SendOpts::default()
+        },
+    );
+    d.wait("two subflows", Duration::from_secs(5), |s| {
+        subflows(s).len() == 2
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    // c2 alone, 4 s: it delivers what its 2 Mbit/s allow.
+    d.rssi("c1", -90.0);
+    d.wait("c1 backup", Duration::from_secs(5), |s| {
+        subflows(s).contains(&("c1".to_string(), true))
+    });
+    std::thread::sleep(Duration::from_secs(4));
+    // c1 carries the stream again (and the backlog), 12 s.
+    d.rssi("c1", -60.0);
+    d.wait("c1 active", Duration::from_secs(5), |s| {
+        subflows(s).contains(&("c1".to_string(), false))
+    });
+    std::thread::sleep(Duration::from_secs(12));
+    let st = d.status();
+    let c2 = st["ifaces"]
+        .as_array()
+        .and_then(|a| a.iter().find(|i| i["name"] == "c2"))
+        .cloned()
+        .unwrap_or_default();
+    let (demand, carried) = (
+        st["demand_bps"].as_f64().unwrap_or(0.0),
+        c2["carried_bps"].as_f64().unwrap_or(0.0),
+    );
+    eprintln!("demand {demand:.0} bit/s, c2 carried {carried:.0} bit/s alone");
+    assert!(
+        (3.0e6..6.0e6).contains(&demand),
+        "demand {demand} (the stream is 4 Mbit/s)"
+    );
+    assert!(
+        (1.0e6..2.5e6).contains(&carried),
+        "c2 carried {carried} alone (2 Mbit/s link)"
+    );
+    // Below T, above the floor: c1 stays active.
+    d.rssi("c1", -76.0);
+    std::thread::sleep(Duration::from_secs(2));
+    let st = d.status();
+    assert!(
+        subflows(&st).contains(&("c1".to_string(), false)),
+        "c1 kept active: {st:#}"
+    );
+    assert!(
+        st["stats"]["demotions_withheld"].as_u64() > Some(0),
+        "{st:#}"
+    );
+    // Below the floor (T − 2 dB): demoted.
+    d.rssi("c1", -78.0);
+    d.wait("c1 backup below the floor", Duration::from_secs(5), |s| {
+        subflows(s).contains(&("c1".to_string(), true))
+    });
+    d.rssi("c1", -60.0);
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, Ordering::Relaxed);
+    let sent = tx.join().expect("sender");
+    let got = rx.join().expect("receiver");
+    assert_eq!(got.bytes, sent.bytes);
+    assert_eq!(got.sha256, sent.sha256, "the stream arrived intact");
+    let st = d.status();
+    assert_eq!(st["stats"]["kernel_request_errors"], 0, "{st:#}");
+    assert!(st["stats"]["traffic_samples"].as_u64() > Some(40), "{st:#}");
+}
+
 /// Bad signal lines and samples for unknown interfaces are counted; the daemon keeps running.
 #[test]
 fn bad_signal_input_is_counted_and_skipped() {

@@ -308,6 +308,8 @@ fn status_json(
                 "predicted": i.predicted.map(|p| format!("{p:?}").to_lowercase()),
                 "flips": i.flips,
                 "samples": i.samples,
+                "rate_bps": i.rate_bps,
+                "carried_bps": i.carried_bps,
             })
         })
         .collect();
@@ -363,6 +365,7 @@ fn status_json(
     json!({
         "uptime_s": now.secs_f64(),
         "mode": mode,
+        "demand_bps": pm.demand_bps(),
         "ifaces": ifaces,
         "connections": conns,
         "decisions": decisions,
@@ -372,6 +375,8 @@ fn status_json(
             "backup_set": st.backup_set,
             "backup_cleared": st.backup_cleared,
             "signal_samples": st.signal_samples,
+            "traffic_samples": st.traffic_samples,
+            "demotions_withheld": st.demotions_withheld,
             "kernel_events": counters.kernel_events,
             "malformed_kernel_events": events.malformed(),
             "event_overruns": events.overruns(),
