@@ -22,6 +22,17 @@ threshold_dbm = -75.0
 alpha = 1.0
 "#;
 
+const CROSS_BACKUP: &str = r#"
+mode = "cross-backup"
+[[iface]]
+name = "c1"
+threshold_dbm = -75.0
+alpha = 1.0
+[[iface]]
+name = "c2"
+backup = true
+"#;
+
 /// The whole life of a subflow under cross-layer control, during one transfer whose bytes are
 /// checked at the end: a new address with good signal gets a subflow; weak signal makes it
 /// backup (MP_PRIO on the wire: MPTcpExtMPPrioTx rises) and strong signal clears the flag; the
@@ -479,6 +490,163 @@ fn e7_shape_cbr_over_a_silent_link_braid_pm_vs_in_kernel_pm() {
         assert!(
             *k >= *b * 5,
             "rep {rep}: braid pm {b:?} is not 5× below the in-kernel PM's {k:?}"
+        );
+    }
+}
+
+/// Seed 000's backup mode (SPEC E8) on the kernel: c1 the primary (signal threshold), c2 the
+/// backup, a 4 Mbit/s CBR stream over two 15 Mbit/s links. c1's signal fades, 1 s later c1
+/// drops everything for 1 s, then goes down. braid pm (`cross-backup`) has c2's standby subflow
+/// ready, clears its backup flag and flags c1 backup at the fade: the handover is complete
+/// before the link breaks (longest gap ≤ 100 ms, both repetitions). The in-kernel path manager
+/// with c2 as a backup endpoint, measured in the same test, waits for c1's retransmission
+/// timeouts (≥ 5× longer).
+#[test]
+fn e8_shape_backup_mode_hands_over_before_the_link_breaks() {
+    let Some(_alone) = timing_test() else {
+        return;
+    };
+    let cbr = SendOpts {
+        cbr: Some((4e6, 1200)),
+        ..SendOpts::default()
+    };
+    let silent = Duration::from_secs(1);
+    let mut braid = Vec::new();
+    for rep in 0..2 {
+        let t = Topo::new(&format!("bpb{rep}"), [15, 15], true);
+        t.userspace_pm();
+        let d = Daemon::braid_pm(&t.client, CROSS_BACKUP);
+        d.rssi("c1", -60.0);
+        let mut before = Vec::new();
+        let mut st0 = serde_json::Value::Null;
+        let o = failure(&t, cbr, silent, || {
+            st0 = d.status();
+            before = subflows(&st0);
+            d.rssi("c1", -90.0);
+            std::thread::sleep(Duration::from_secs(1));
+        });
+        before.sort();
+        assert_eq!(
+            before,
+            vec![("c1".to_string(), false), ("c2".to_string(), true)],
+            "rep {rep}: c1 active, c2's standby subflow ready: {st0:#}"
+        );
+        assert!(o.intact, "rep {rep}: the stream arrived intact");
+        let st = d.status();
+        assert_eq!(st["stats"]["kernel_request_errors"], 0, "{st:#}");
+        braid.push(o.gap);
+    }
+    let t = Topo::new("bpbk", [15, 15], true);
+    sh(&t.client, "sysctl -qw net.mptcp.path_manager=kernel");
+    sh(
+        &t.client,
+        "ip mptcp limits set subflows 8 add_addr_accepted 8",
+    );
+    sh(
+        &t.client,
+        "ip mptcp endpoint add 10.0.2.1 dev c2 subflow backup",
+    );
+    let k = failure(&t, cbr, silent, || {});
+    assert!(k.intact, "in-kernel PM: the stream arrived intact");
+    eprintln!(
+        "E8 shape, longest gap (ms): braid pm {}; in-kernel PM (backup endpoint) {}",
+        ms_list(&braid),
+        ms_list(&[k.gap])
+    );
+    for (rep, b) in braid.iter().enumerate() {
+        assert!(
+            *b <= Duration::from_millis(100),
+            "rep {rep}: braid pm's longest gap {b:?} (bound 100 ms)"
+        );
+        assert!(
+            k.gap >= *b * 5,
+            "rep {rep}: braid pm {b:?} is not 5× below the in-kernel PM's {:?}",
+            k.gap
+        );
+    }
+}
+
+/// Seed 000's recovery (SPEC E9) on the kernel: c1 leaves coverage (its signal falls below T,
+/// braid pm flags it backup; then it drops everything for 3 s) and comes back (the drop ends;
+/// 0.3 s later its signal rises above T + h). From that signal sample to the first data c1
+/// sends (its transmit counter rising by 3 full segments) takes ≤ 150 ms, three times in one
+/// bulk transfer, which arrives intact.
+#[test]
+fn e9_shape_the_returning_link_carries_data_within_150_ms() {
+    let Some(_alone) = timing_test() else {
+        return;
+    };
+    let t = Topo::new("bpe9", [15, 15], true);
+    t.userspace_pm();
+    let d = Daemon::braid_pm(
+        &t.client,
+        r#"
+mode = "cross"
+[[iface]]
+name = "c1"
+threshold_dbm = -75.0
+alpha = 1.0
+hysteresis_db = 2.0
+[[iface]]
+name = "c2"
+"#,
+    );
+    d.rssi("c1", -60.0);
+    let rx = receiver(&t.server, 5201);
+    let stop = Arc::new(AtomicBool::new(false));
+    let tx = sender(
+        &t.client,
+        format!("{SERVER}:5201").parse().unwrap(),
+        stop.clone(),
+    );
+    d.wait("two subflows", Duration::from_secs(5), |s| {
+        subflows(s).len() == 2
+    });
+    let mut recoveries = Vec::new();
+    for rep in 0..3 {
+        std::thread::sleep(Duration::from_secs(1));
+        d.rssi("c1", -90.0);
+        d.wait("c1 backup", Duration::from_secs(5), |s| {
+            subflows(s).contains(&("c1".to_string(), true))
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        sh(&t.client, "iptables -A OUTPUT -o c1 -j DROP");
+        sh(&t.client, "iptables -A INPUT -i c1 -j DROP");
+        std::thread::sleep(Duration::from_secs(3));
+        sh(&t.client, "iptables -D OUTPUT -o c1 -j DROP");
+        sh(&t.client, "iptables -D INPUT -i c1 -j DROP");
+        std::thread::sleep(Duration::from_millis(300));
+        let base = tx_bytes(&t.client, "c1");
+        let t0 = std::time::Instant::now();
+        d.rssi("c1", -70.0);
+        let recovered = loop {
+            if tx_bytes(&t.client, "c1") >= base + 3 * 1514 {
+                break Some(t0.elapsed());
+            }
+            if t0.elapsed() > Duration::from_secs(3) {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let r = recovered.unwrap_or_else(|| panic!("rep {rep}: c1 carried nothing within 3 s"));
+        recoveries.push(r);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let sent = tx.join().expect("sender");
+    let got = rx.join().expect("receiver");
+    eprintln!(
+        "E9 shape, signal above T + h to data on c1 (ms): {}",
+        ms_list(&recoveries)
+    );
+    assert_eq!(got.bytes, sent.bytes);
+    assert_eq!(got.sha256, sent.sha256, "the transfer arrived intact");
+    let st = d.status();
+    assert_eq!(st["stats"]["kernel_request_errors"], 0, "{st:#}");
+    for (rep, r) in recoveries.iter().enumerate() {
+        assert!(
+            *r <= Duration::from_millis(150),
+            "rep {rep}: c1 carried data {r:?} after its signal rose (bound 150 ms)"
         );
     }
 }

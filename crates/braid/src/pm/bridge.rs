@@ -96,6 +96,10 @@ pub struct Bridge {
     carried: BTreeMap<u32, u64>,
     /// ... from each subflow socket's counters as last read.
     carried_seen: BTreeMap<(SocketAddr, SocketAddr), u64>,
+    /// Subflows created with the backup flag and not established yet, by connection, local
+    /// address and remote end: the kernel's SUB_ESTABLISHED reports the peer's flag, not the
+    /// one we asked for (MP_JOIN's B bit, the subflow's `request_bkup`).
+    backup_requested: Vec<(Token, IpAddr, SocketAddr)>,
 }
 
 impl Bridge {
@@ -358,6 +362,7 @@ impl Bridge {
             PmEvent::Closed { token } => {
                 self.conns.remove(&token.0);
                 self.subflows.retain(|_, s| s.token != *token);
+                self.backup_requested.retain(|k| k.0 != *token);
                 out.push(Event::ConnectionClosed {
                     conn: ConnId(token.0.into()),
                 });
@@ -387,12 +392,21 @@ impl Bridge {
             }),
             PmEvent::SubEstablished(s) => {
                 let ifindex = s.ifindex.or_else(|| self.iface_of_addr(s.local.ip()));
+                let key = (s.token, s.local.ip(), s.remote);
+                let requested = match self.backup_requested.iter().position(|k| *k == key) {
+                    Some(i) => {
+                        self.backup_requested.remove(i);
+                        true
+                    }
+                    None => false,
+                };
+                let backup = s.backup || requested;
                 let id = self.new_subflow(KernelSubflow {
                     token: s.token,
                     local: s.local,
                     remote: s.remote,
                     ifindex,
-                    backup: s.backup,
+                    backup,
                 });
                 out.push(Event::SubflowEstablished {
                     conn: ConnId(s.token.0.into()),
@@ -403,10 +417,12 @@ impl Bridge {
                         id: AddrId(s.remote_id),
                         addr: Some(s.remote),
                     },
-                    backup: s.backup,
+                    backup,
                 });
             }
             PmEvent::SubClosed(s) => {
+                self.backup_requested
+                    .retain(|k| *k != (s.token, s.local.ip(), s.remote));
                 let id = self.subflow_id(s.token, s.local, s.remote);
                 if let Some(id) = id {
                     self.subflows.remove(&id);
@@ -443,6 +459,16 @@ impl Bridge {
     /// Records what a successful request changed that the kernel reports no event for (the
     /// kernel emits SUB_PRIORITY only for the peer's MP_PRIO, not for its own).
     pub fn applied(&mut self, op: &KernelOp) {
+        if let KernelOp::SubflowCreate {
+            token,
+            local,
+            remote,
+            backup: true,
+            ..
+        } = op
+        {
+            self.backup_requested.push((*token, *local, *remote));
+        }
         if let KernelOp::SetBackup {
             token,
             local,
@@ -773,6 +799,51 @@ mod tests {
         // veth2's subflow closes: its bytes stay counted; veth1's grows.
         let t = b.traffic(&[sock("10.0.1.1:40000", "10.0.1.2:5201", 3000, 10)]);
         assert_eq!(t, vec![(IfaceId(5), 3010), (IfaceId(6), 500)]);
+    }
+
+    /// A subflow created with the backup flag is a backup subflow once established, although
+    /// the kernel's SUB_ESTABLISHED carries the peer's flag (0 here): seen on kernel 6.18, a
+    /// standby subflow of backup mode was otherwise taken for an active one.
+    #[test]
+    fn a_subflow_created_as_backup_is_known_as_backup() {
+        let mut b = Bridge::new(Vec::new());
+        b.on_kernel(&PmEvent::Created(conn_info(7)));
+        b.on_kernel(&PmEvent::Established(conn_info(7)));
+        b.applied(&KernelOp::SubflowCreate {
+            token: Token(7),
+            local_id: 2,
+            local: "10.0.2.1".parse().unwrap(),
+            ifindex: 6,
+            remote: sa("10.0.1.2:5201"),
+            backup: true,
+        });
+        let evs = b.on_kernel(&PmEvent::SubEstablished(sub(
+            7,
+            "10.0.2.1:41000",
+            "10.0.1.2:5201",
+            false,
+        )));
+        assert!(
+            matches!(evs[..], [Event::SubflowEstablished { backup: true, .. }]),
+            "{evs:?}"
+        );
+        assert!(
+            b.subflows
+                .values()
+                .any(|s| s.local == sa("10.0.2.1:41000") && s.backup)
+        );
+        assert!(b.backup_requested.is_empty());
+        // Another subflow from the same address, not requested as backup, is not.
+        let evs = b.on_kernel(&PmEvent::SubEstablished(sub(
+            7,
+            "10.0.2.1:41001",
+            "10.0.1.2:5201",
+            false,
+        )));
+        assert!(
+            matches!(evs[..], [Event::SubflowEstablished { backup: false, .. }]),
+            "{evs:?}"
+        );
     }
 
     #[test]
