@@ -80,7 +80,7 @@ fn get(m: &Medians, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no variant {name} in {m:?}"))
 }
 
-fn sim_and_lab(endpoint: &str, run: [&str; 6]) -> (Medians, Medians) {
+fn sim_and_lab(endpoint: &str, run: &[&str]) -> (Medians, Medians) {
     let mut args = vec!["sim", E3, "--json", "-q"];
     args.extend(run);
     let sim = medians(&braid(&args), "delay_increase_ms");
@@ -89,7 +89,7 @@ fn sim_and_lab(endpoint: &str, run: [&str; 6]) -> (Medians, Medians) {
     let lab = medians(&braid(&args), "delay_increase_ms");
     eprintln!(
         "E3 shortened ({}), delay increase median, ms: endpoint {endpoint}",
-        run[3]
+        run.get(3).copied().unwrap_or_default()
     );
     for (name, l) in &lab {
         eprintln!("  {name:6} sim {:7.1}  lab {l:7.1}", get(&sim, name));
@@ -105,7 +105,13 @@ fn e3_on_the_braid_tunnel_keeps_the_rej_ordering() {
     if !require_root() {
         return;
     }
-    let (_, lab) = sim_and_lab("tunnel", FOUR);
+    // The policies of the ordering (PTO, between stock and REJ, is left out to keep CI short).
+    let mut run = FOUR.to_vec();
+    run.extend([
+        "--set",
+        r#"sweep."connection.reinjection"=["stock","rej1","rej2","rej4"]"#,
+    ]);
+    let (_, lab) = sim_and_lab("tunnel", &run);
     let (k1, k2, k4, stock) = (
         get(&lab, "rej1"),
         get(&lab, "rej2"),
@@ -126,7 +132,7 @@ fn e3_on_kernel_mptcp_reports_its_delay_increase() {
     if !require_root() {
         return;
     }
-    let (sim, lab) = sim_and_lab("mptcp", SHORT);
+    let (sim, lab) = sim_and_lab("mptcp", &SHORT);
     assert_eq!(
         lab.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
         ["stock"],
@@ -264,7 +270,8 @@ fn ctrl_c_mid_run_leaves_no_namespace_and_no_process() {
 /// Seed 003 (E11, E12) through real `braid tunnel` daemons with iperf3 as the hosts' TCP,
 /// shortened: on a 30 MB download the tunnel carries at least 0.8 × what TCP gets over the two
 /// links alone (E11; the start weighs more than on the paper's 50 MB: the simulator gives
-/// 0.90 on 30 MB, 0.92 on 50 MB, where the lab measured 0.91); with 5 % loss on the fixed link
+/// 0.90 on 30 MB, 0.92 on 50 MB, where the lab measured 0.91; on 20 MB the lab gave 0.80,
+/// too close to the bound); with 5 % loss on the fixed link
 /// per-packet hybrid access (the daemon's `transport = "datagram"`, 1:1) gets at most half the
 /// tunnel's throughput (E12; the full runs: the tunnel 4.3 × HYA 1:1, README).
 #[test]

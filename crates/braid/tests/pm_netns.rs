@@ -159,12 +159,12 @@ name = "c2"
         subflows(s).contains(&("c1".to_string(), true))
     });
     std::thread::sleep(Duration::from_secs(4));
-    // c1 carries the stream again (and the backlog), 12 s.
+    // c1 carries the stream again (and the backlog), 8 s.
     d.rssi("c1", -60.0);
     d.wait("c1 active", Duration::from_secs(5), |s| {
         subflows(s).contains(&("c1".to_string(), false))
     });
-    std::thread::sleep(Duration::from_secs(12));
+    std::thread::sleep(Duration::from_secs(8));
     let st = d.status();
     let c2 = st["ifaces"]
         .as_array()
