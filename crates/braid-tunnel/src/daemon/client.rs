@@ -344,6 +344,13 @@ impl Transport for Client {
                 "backup_set": manager.stats().backup_set,
                 "backup_cleared": manager.stats().backup_cleared,
                 "signal_samples": manager.stats().signal_samples,
+                "traffic_samples": manager.stats().traffic_samples,
+                "demotions_withheld": manager.stats().demotions_withheld,
+                "demand_bps": manager.demand_bps(),
+                "ifaces": manager.ifaces().map(|i| json!({
+                    "name": i.name, "rssi_dbm": i.rssi_dbm, "good": i.good,
+                    "rate_bps": i.rate_bps, "carried_bps": i.carried_bps,
+                })).collect::<Vec<_>>(),
             },
             "connections": conns,
         })
