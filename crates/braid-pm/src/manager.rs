@@ -93,6 +93,8 @@ struct Iface {
     obs: VecDeque<Obs>,
     predicted: Option<State>,
     flips: u64,
+    /// Capacity-aware modes: a demotion of this interface is being withheld.
+    withheld: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -127,8 +129,8 @@ pub struct Stats {
     pub bad_samples: u64,
     /// Re-evaluations of an interface after one of its subflows closed or failed.
     pub reopen_checks: u64,
-    /// Capacity-aware modes: traffic samples taken, and demotions withheld because the other
-    /// links had not been seen carrying the demand.
+    /// Capacity-aware modes: traffic samples taken, and times a fading interface was kept
+    /// active because the other links had not been seen carrying the demand.
     pub traffic_samples: u64,
     pub demotions_withheld: u64,
 }
@@ -264,6 +266,16 @@ impl Manager {
             && !self.others_can_carry(id)
     }
 
+    /// Records whether a demotion of `id` is withheld; counts each time one starts to be.
+    fn withhold(&mut self, id: IfaceId, on: bool) {
+        if let Some(i) = self.ifaces.get_mut(&id) {
+            if on && !i.withheld {
+                self.stats.demotions_withheld += 1;
+            }
+            i.withheld = on;
+        }
+    }
+
     /// Subflows known per connection: (connection, subflow, interface, backup).
     pub fn subflows(
         &self,
@@ -392,6 +404,7 @@ impl Manager {
             }
             Mode::CrossLayer | Mode::CrossLayerCapacity => {
                 if good {
+                    self.withhold(iface, false);
                     // RSSI > T: establish S, or clear its backup flag.
                     if existing.is_empty() {
                         self.create(c, iface, false, reason);
@@ -402,11 +415,12 @@ impl Manager {
                 } else if self.keep_fading(iface) {
                     // Capacity-aware: the other links cannot take the stream; S stays active
                     // (and becomes active again if it was demoted) until it fails.
-                    self.stats.demotions_withheld += 1;
+                    self.withhold(iface, true);
                     for s in existing.iter().filter(|s| s.backup && s.id.is_some()) {
                         self.set_backup(c, s, false, Reason::Capacity);
                     }
                 } else {
+                    self.withhold(iface, false);
                     // RSSI ≤ T: active S becomes backup; S not active (not established) goes.
                     for s in existing {
                         match s.id {
@@ -461,6 +475,7 @@ impl Manager {
             .collect();
         let backups = self.backups();
         if good {
+            self.withhold(primary, false);
             self.activate(c, primary, reason);
             let primary_carries = self.conns[&c]
                 .subflows
@@ -488,12 +503,13 @@ impl Manager {
             if self.keep_fading(primary) {
                 // Capacity-aware: the backups carry beside the primary until they have shown
                 // they can carry the demand alone.
-                self.stats.demotions_withheld += 1;
+                self.withhold(primary, true);
                 for s in subs.iter().filter(|s| s.backup && s.id.is_some()) {
                     self.set_backup(c, s, false, Reason::Capacity);
                 }
                 return;
             }
+            self.withhold(primary, false);
             for s in subs {
                 match s.id {
                     Some(_) if self.cfg.remove_weak => self.remove(c, &s, reason),
@@ -900,6 +916,7 @@ impl PathManager for Manager {
                         obs: VecDeque::new(),
                         predicted: None,
                         flips: 0,
+                        withheld: false,
                     },
                 );
             }
