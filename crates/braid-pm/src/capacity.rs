@@ -15,13 +15,16 @@
 //!   times the application's rate for a few seconds, which is not what the application
 //!   needs;
 //! - per interface, what it **carried** while it was the main carrier (at least `main_share`
-//!   of the total): an EWMA of its rate over such intervals (20 s time constant: the whole of a period in which it carried the stream, not its last seconds), with the time
-//!   it was last updated. A link that carried the stream at the application's rate has shown
-//!   it can; one that delivered less while it carried everything has shown it cannot. An
-//!   estimate older than `horizon` is forgotten.
+//!   of the total): an EWMA of its rate over such intervals, with the time it was last
+//!   updated. Its 20 s time constant covers the whole of a period in which the link carried
+//!   the stream, not its last seconds (a cellular trace's delivery gaps and bursts). A link
+//!   that carried the stream at the application's rate has shown it can; one that delivered
+//!   less while it carried everything has shown it cannot. An estimate older than `horizon` is
+//!   forgotten.
 //!
 //! A link that has not carried anything yet gives no evidence; the modes then act as
-//! Algorithm 1 does (see `Manager`).
+//! Algorithm 1 does (see `Manager`). The defaults were chosen on E7/E8 with the real cellular
+//! traces (README); `[pm.capacity]` in a scenario changes them.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
