@@ -516,6 +516,9 @@ fn build_pm(s: &Scenario) -> Result<braid_pm::Config, CheckError> {
             })
             .unwrap_or_default(),
     };
+    if cfg.mode.capacity_aware() {
+        cfg.capacity.validate().map_err(|m| (k("capacity"), m))?;
+    }
     cfg.validate().map_err(|m| (k("mode"), m))?;
     Ok(cfg)
 }

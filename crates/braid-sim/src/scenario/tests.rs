@@ -66,6 +66,13 @@ fn wrong_types_and_impossible_values_are_explained() {
     );
     let e = err(BASE, &["duration=0s"]);
     assert!(e.contains("key `duration`"), "{e}");
+    let e = err(BASE, &["pm.mode=\"cross-cap\"", "pm.capacity.headroom=-1"]);
+    assert!(
+        e.contains("key `pm.capacity`") && e.contains("headroom"),
+        "{e}"
+    );
+    let e = err(BASE, &["pm.capacity.hedroom=1"]);
+    assert!(e.contains("hedroom"), "{e}");
     let e = err(BASE, &["app.kind=\"cbr\""]);
     assert!(e.contains("app.rate"), "{e}");
 }
