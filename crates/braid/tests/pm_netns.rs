@@ -33,6 +33,46 @@ name = "c2"
 backup = true
 "#;
 
+/// A transfer from the client to the server's port 5201 under way, for the tests that drive
+/// braid pm while it runs.
+struct Transfer {
+    stop: Arc<AtomicBool>,
+    tx: std::thread::JoinHandle<Sent>,
+    rx: std::thread::JoinHandle<Received>,
+}
+
+impl Transfer {
+    fn start(t: &Topo, opts: SendOpts) -> Transfer {
+        let rx = receiver(&t.server, 5201);
+        let stop = Arc::new(AtomicBool::new(false));
+        let tx = sender_with(
+            &t.client,
+            format!("{SERVER}:5201").parse().unwrap(),
+            stop.clone(),
+            opts,
+        );
+        Transfer { stop, tx, rx }
+    }
+
+    /// Stops the sender and checks that every byte arrived, in order.
+    fn finish(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let sent = self.tx.join().expect("sender");
+        let got = self.rx.join().expect("receiver");
+        assert_eq!(got.bytes, sent.bytes);
+        assert_eq!(got.sha256, sent.sha256, "the stream arrived intact");
+    }
+}
+
+/// braid pm on a fresh client — router — server topology with `config`, c1's signal good.
+fn braid_pm_on(prefix: &str, rate_mbit: [u32; 2], config: &str) -> (Topo, Daemon) {
+    let t = Topo::new(prefix, rate_mbit, true);
+    t.userspace_pm();
+    let d = Daemon::braid_pm(&t.client, config);
+    d.rssi("c1", -60.0);
+    (t, d)
+}
+
 /// The whole life of a subflow under cross-layer control, during one transfer whose bytes are
 /// checked at the end: a new address with good signal gets a subflow; weak signal makes it
 /// backup (MP_PRIO on the wire: MPTcpExtMPPrioTx rises) and strong signal clears the flag; the
@@ -123,10 +163,9 @@ fn capacity_aware_cross_keeps_a_link_the_other_cannot_replace() {
     let Some(_alone) = timing_test() else {
         return;
     };
-    let t = Topo::new("bpc", [20, 2], true);
-    t.userspace_pm();
-    let d = Daemon::braid_pm(
-        &t.client,
+    let (t, d) = braid_pm_on(
+        "bpc",
+        [20, 2],
         r#"
 mode = "cross-cap"
 [[iface]]
@@ -137,13 +176,8 @@ alpha = 1.0
 name = "c2"
 "#,
     );
-    d.rssi("c1", -60.0);
-    let rx = receiver(&t.server, 5201);
-    let stop = Arc::new(AtomicBool::new(false));
-    let tx = sender_with(
-        &t.client,
-        format!("{SERVER}:5201").parse().unwrap(),
-        stop.clone(),
+    let transfer = Transfer::start(
+        &t,
         SendOpts {
             cbr: Some((4e6, 1200)),
             ..SendOpts::default()
@@ -203,11 +237,7 @@ name = "c2"
     });
     d.rssi("c1", -60.0);
     std::thread::sleep(Duration::from_secs(1));
-    stop.store(true, Ordering::Relaxed);
-    let sent = tx.join().expect("sender");
-    let got = rx.join().expect("receiver");
-    assert_eq!(got.bytes, sent.bytes);
-    assert_eq!(got.sha256, sent.sha256, "the stream arrived intact");
+    transfer.finish();
     let st = d.status();
     assert_eq!(st["stats"]["kernel_request_errors"], 0, "{st:#}");
     assert!(st["stats"]["traffic_samples"].as_u64() > Some(40), "{st:#}");
@@ -513,10 +543,7 @@ fn e8_shape_backup_mode_hands_over_before_the_link_breaks() {
     let silent = Duration::from_secs(1);
     let mut braid = Vec::new();
     for rep in 0..2 {
-        let t = Topo::new(&format!("bpb{rep}"), [15, 15], true);
-        t.userspace_pm();
-        let d = Daemon::braid_pm(&t.client, CROSS_BACKUP);
-        d.rssi("c1", -60.0);
+        let (t, d) = braid_pm_on(&format!("bpb{rep}"), [15, 15], CROSS_BACKUP);
         let mut before = Vec::new();
         let mut st0 = serde_json::Value::Null;
         let o = failure(&t, cbr, silent, || {
@@ -576,10 +603,9 @@ fn e9_shape_the_returning_link_carries_data_within_150_ms() {
     let Some(_alone) = timing_test() else {
         return;
     };
-    let t = Topo::new("bpe9", [15, 15], true);
-    t.userspace_pm();
-    let d = Daemon::braid_pm(
-        &t.client,
+    let (t, d) = braid_pm_on(
+        "bpe9",
+        [15, 15],
         r#"
 mode = "cross"
 [[iface]]
@@ -591,14 +617,7 @@ hysteresis_db = 2.0
 name = "c2"
 "#,
     );
-    d.rssi("c1", -60.0);
-    let rx = receiver(&t.server, 5201);
-    let stop = Arc::new(AtomicBool::new(false));
-    let tx = sender(
-        &t.client,
-        format!("{SERVER}:5201").parse().unwrap(),
-        stop.clone(),
-    );
+    let transfer = Transfer::start(&t, SendOpts::default());
     d.wait("two subflows", Duration::from_secs(5), |s| {
         subflows(s).len() == 2
     });
@@ -632,15 +651,11 @@ name = "c2"
         recoveries.push(r);
     }
     std::thread::sleep(Duration::from_millis(500));
-    stop.store(true, Ordering::Relaxed);
-    let sent = tx.join().expect("sender");
-    let got = rx.join().expect("receiver");
     eprintln!(
         "E9 shape, signal above T + h to data on c1 (ms): {}",
         ms_list(&recoveries)
     );
-    assert_eq!(got.bytes, sent.bytes);
-    assert_eq!(got.sha256, sent.sha256, "the transfer arrived intact");
+    transfer.finish();
     let st = d.status();
     assert_eq!(st["stats"]["kernel_request_errors"], 0, "{st:#}");
     for (rep, r) in recoveries.iter().enumerate() {

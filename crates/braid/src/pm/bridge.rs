@@ -570,6 +570,26 @@ mod tests {
         }
     }
 
+    /// veth1 (ifindex 5, 10.0.1.1/24) and veth2 (6, 10.0.2.1/24), both up.
+    fn two_veths() -> Vec<NetEvent> {
+        let link = |index: u32, name: &str| NetEvent::Link {
+            index,
+            name: name.into(),
+            up: true,
+        };
+        let addr = |index: u32, a: &str| NetEvent::AddrNew {
+            index,
+            addr: a.parse().unwrap(),
+            prefix_len: 24,
+        };
+        vec![
+            link(5, "veth1"),
+            link(6, "veth2"),
+            addr(5, "10.0.1.1"),
+            addr(6, "10.0.2.1"),
+        ]
+    }
+
     /// The bridge and a cross-layer manager against a scripted kernel: the commands that reach
     /// the kernel are the ones seed 000's Algorithm 1 calls for.
     #[test]
@@ -596,38 +616,17 @@ mod tests {
             }
             std::mem::take(&mut ops)
         };
-        let net = [
-            NetEvent::Link {
-                index: 1,
-                name: "lo".into(),
-                up: true,
-            },
-            NetEvent::Link {
-                index: 5,
-                name: "veth1".into(),
-                up: true,
-            },
-            NetEvent::Link {
-                index: 6,
-                name: "veth2".into(),
-                up: true,
-            },
-            NetEvent::AddrNew {
-                index: 5,
-                addr: "10.0.1.1".parse().unwrap(),
-                prefix_len: 24,
-            },
-            NetEvent::AddrNew {
-                index: 6,
-                addr: "10.0.2.1".parse().unwrap(),
-                prefix_len: 24,
-            },
-            NetEvent::AddrNew {
-                index: 6,
-                addr: "fe80::1".parse().unwrap(),
-                prefix_len: 64,
-            },
-        ];
+        let mut net = vec![NetEvent::Link {
+            index: 1,
+            name: "lo".into(),
+            up: true,
+        }];
+        net.extend(two_veths());
+        net.push(NetEvent::AddrNew {
+            index: 6,
+            addr: "fe80::1".parse().unwrap(),
+            prefix_len: 64,
+        });
         for n in &net {
             let evs = b.on_net(n);
             assert!(feed(&mut pm, &mut b, evs).is_empty());
@@ -748,28 +747,7 @@ mod tests {
     #[test]
     fn traffic_counts_subflow_sockets_per_interface() {
         let mut b = Bridge::new(vec!["veth1".into(), "veth2".into()]);
-        for n in [
-            NetEvent::Link {
-                index: 5,
-                name: "veth1".into(),
-                up: true,
-            },
-            NetEvent::Link {
-                index: 6,
-                name: "veth2".into(),
-                up: true,
-            },
-            NetEvent::AddrNew {
-                index: 5,
-                addr: "10.0.1.1".parse().unwrap(),
-                prefix_len: 24,
-            },
-            NetEvent::AddrNew {
-                index: 6,
-                addr: "10.0.2.1".parse().unwrap(),
-                prefix_len: 24,
-            },
-        ] {
+        for n in two_veths() {
             b.on_net(&n);
         }
         b.on_kernel(&PmEvent::Created(conn_info(7)));
