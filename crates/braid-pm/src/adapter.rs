@@ -19,11 +19,11 @@
 //! [`ConnAdapter::translate`] for each connection's events and routes each command to the
 //! adapter of [`Command::conn`], whose [`ConnAdapter::execute`] applies it.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use braid_core::{AddrId as CoreAddr, Connection, Event as CoreEvent, Instant, PathId};
 
+use crate::capacity::Carried;
 use crate::event::{AddrId, Command, ConnId, Endpoint, Event, IfaceId, SubflowId};
 use crate::manager::PathManager;
 
@@ -68,10 +68,8 @@ pub struct ConnAdapter {
     locals: Vec<Option<SocketAddr>>,
     /// The local address of the first path.
     first: CoreAddr,
-    /// Stream bytes carried per local address, paths closed since included ...
-    carried: Vec<u64>,
-    /// ... from each open path's counters as last read.
-    seen: BTreeMap<PathId, u64>,
+    /// Stream bytes carried per local address (interface), paths closed since included.
+    carried: Carried<PathId>,
 }
 
 impl ConnAdapter {
@@ -82,8 +80,7 @@ impl ConnAdapter {
             peer,
             locals: Vec::new(),
             first: CoreAddr(0),
-            carried: Vec::new(),
-            seen: BTreeMap::new(),
+            carried: Carried::default(),
         }
     }
 
@@ -92,24 +89,11 @@ impl ConnAdapter {
     /// them over its connections for [`Event::Traffic`] when the manager
     /// [wants one](PathManager::wants_traffic).
     pub fn traffic(&mut self, conn: &Connection) -> Vec<(IfaceId, u64)> {
-        let mut open = Vec::new();
-        for p in conn.paths() {
+        self.carried.update(conn.paths().map(|p| {
             let bytes = p.stats.data_bytes_sent + p.stats.data_bytes_received;
-            let i = usize::from(p.local.0);
-            if self.carried.len() <= i {
-                self.carried.resize(i + 1, 0);
-            }
-            let last = self.seen.entry(p.id).or_insert(0);
-            self.carried[i] += bytes.saturating_sub(*last);
-            *last = bytes;
-            open.push(p.id);
-        }
-        self.seen.retain(|id, _| open.contains(id));
-        self.carried
-            .iter()
-            .enumerate()
-            .map(|(i, &b)| (IfaceId(i as u32), b))
-            .collect()
+            (p.id, iface_of(p.local), bytes)
+        }));
+        self.carried.totals()
     }
 
     pub fn conn(&self) -> ConnId {

@@ -245,6 +245,50 @@ impl Estimator {
     }
 }
 
+/// Bytes carried per interface, from the counters of paths (subflows) that come and go: each
+/// path's counter is read whole every time, and what it gained since the last read is added
+/// to its interface. A path that closes keeps what it carried; the totals only grow. `K`
+/// names a path (a connection's path id, a socket's four-tuple).
+#[derive(Debug, Clone)]
+pub struct Carried<K> {
+    totals: BTreeMap<IfaceId, u64>,
+    seen: BTreeMap<K, u64>,
+}
+
+impl<K> Default for Carried<K> {
+    fn default() -> Self {
+        Carried {
+            totals: BTreeMap::new(),
+            seen: BTreeMap::new(),
+        }
+    }
+}
+
+impl<K: Ord + Copy> Carried<K> {
+    /// Reads the open paths' counters: (path, its interface, bytes over its life). Paths not
+    /// listed are forgotten (their bytes stay in the totals).
+    pub fn update(&mut self, paths: impl IntoIterator<Item = (K, IfaceId, u64)>) {
+        let mut open = Vec::new();
+        for (k, iface, bytes) in paths {
+            let last = self.seen.entry(k).or_insert(0);
+            *self.totals.entry(iface).or_insert(0) += bytes.saturating_sub(*last);
+            *last = bytes;
+            open.push(k);
+        }
+        self.seen.retain(|k, _| open.contains(k));
+    }
+
+    /// What interface `iface` carried so far.
+    pub fn total(&self, iface: IfaceId) -> u64 {
+        self.totals.get(&iface).copied().unwrap_or(0)
+    }
+
+    /// Every interface that carried anything, with its total.
+    pub fn totals(&self) -> Vec<(IfaceId, u64)> {
+        self.totals.iter().map(|(&i, &b)| (i, b)).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,6 +359,20 @@ mod tests {
         assert!(!e.sample(ms(2010), &[(A, 1_000_000), (B, 0)]));
         assert!(e.sample(ms(3000), &[(A, 1_000_010), (B, 0)]));
         assert!((e.rate_bps(A).unwrap() - 8e6).abs() < 1.0);
+    }
+
+    #[test]
+    fn carried_bytes_only_grow_and_keep_closed_paths() {
+        let mut c = Carried::<u32>::default();
+        c.update([(1, A, 100), (2, A, 50), (3, B, 10)]);
+        assert_eq!(c.totals(), vec![(A, 150), (B, 10)]);
+        // Path 2 closes, path 1 grows, path 4 opens on B.
+        c.update([(1, A, 300), (3, B, 10), (4, B, 5)]);
+        assert_eq!((c.total(A), c.total(B)), (350, 15));
+        // A path id seen again after it closed counts from zero.
+        c.update([(2, A, 7)]);
+        assert_eq!(c.total(A), 357);
+        assert_eq!(c.total(IfaceId(9)), 0);
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub mod route;
 pub mod signal;
 
 pub use adapter::{Applied, ConnAdapter};
-pub use capacity::CapacityConfig;
+pub use capacity::{CapacityConfig, Carried};
 pub use config::{Config, HmmConfig, IfaceConfig, Mode};
 pub use event::{AddrId, Command, ConnId, Endpoint, Event, IfaceId, SubflowId};
 pub use manager::{Decision, IfaceStatus, Manager, PathManager, Reason, Stats};

@@ -34,11 +34,14 @@ backup = true
 "#;
 
 /// A transfer from the client to the server's port 5201 under way, for the tests that drive
-/// braid pm while it runs.
+/// braid pm while it runs. Dropped without [`Transfer::finish`] (a failed assertion), it stops
+/// the sender, so no thread goes on writing.
 struct Transfer {
     stop: Arc<AtomicBool>,
-    tx: std::thread::JoinHandle<Sent>,
-    rx: std::thread::JoinHandle<Received>,
+    ends: Option<(
+        std::thread::JoinHandle<Sent>,
+        std::thread::JoinHandle<Received>,
+    )>,
 }
 
 impl Transfer {
@@ -51,16 +54,26 @@ impl Transfer {
             stop.clone(),
             opts,
         );
-        Transfer { stop, tx, rx }
+        Transfer {
+            stop,
+            ends: Some((tx, rx)),
+        }
     }
 
     /// Stops the sender and checks that every byte arrived, in order.
-    fn finish(self) {
+    fn finish(mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        let sent = self.tx.join().expect("sender");
-        let got = self.rx.join().expect("receiver");
+        let (tx, rx) = self.ends.take().expect("finished once");
+        let sent = tx.join().expect("sender");
+        let got = rx.join().expect("receiver");
         assert_eq!(got.bytes, sent.bytes);
         assert_eq!(got.sha256, sent.sha256, "the stream arrived intact");
+    }
+}
+
+impl Drop for Transfer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 

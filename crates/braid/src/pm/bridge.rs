@@ -92,10 +92,8 @@ pub struct Bridge {
     next_subflow: u64,
     /// Commands that named something the kernel no longer has.
     pub stale_commands: u64,
-    /// Capacity-aware modes: bytes each interface's subflows carried (closed ones included) ...
-    carried: BTreeMap<u32, u64>,
-    /// ... from each subflow socket's counters as last read.
-    carried_seen: BTreeMap<(SocketAddr, SocketAddr), u64>,
+    /// Capacity-aware modes: bytes each interface's subflows carried (closed ones included).
+    carried: braid_pm::Carried<(SocketAddr, SocketAddr)>,
     /// Subflows created with the backup flag and not established yet, by connection, local
     /// address and remote end: the kernel's SUB_ESTABLISHED reports the peer's flag, not the
     /// one we asked for (MP_JOIN's B bit, the subflow's `request_bkup`).
@@ -141,28 +139,26 @@ impl Bridge {
     /// the peer plus the bytes received, summed per interface; a counter per interface that
     /// only grows (a closed subflow's bytes stay counted).
     pub fn traffic(&mut self, sockets: &[braid_mptcp::diag::TcpState]) -> Vec<(IfaceId, u64)> {
-        let mut open = Vec::new();
-        for t in sockets {
-            let known = self
-                .subflows
-                .values()
-                .find(|s| s.local == t.local && s.remote == t.remote);
-            let Some(iface) =
-                known.and_then(|s| s.ifindex.or_else(|| self.iface_of_addr(t.local.ip())))
-            else {
-                continue;
-            };
-            let bytes = t.bytes_acked + t.bytes_received;
-            let last = self.carried_seen.entry((t.local, t.remote)).or_insert(0);
-            *self.carried.entry(iface).or_insert(0) += bytes.saturating_sub(*last);
-            *last = bytes;
-            open.push((t.local, t.remote));
-        }
-        self.carried_seen.retain(|k, _| open.contains(k));
+        let subflows: Vec<_> = sockets
+            .iter()
+            .filter_map(|t| {
+                let known = self
+                    .subflows
+                    .values()
+                    .find(|s| s.local == t.local && s.remote == t.remote)?;
+                let iface = known.ifindex.or_else(|| self.iface_of_addr(t.local.ip()))?;
+                Some((
+                    (t.local, t.remote),
+                    IfaceId(iface),
+                    t.bytes_acked + t.bytes_received,
+                ))
+            })
+            .collect();
+        self.carried.update(subflows);
         self.ifaces
             .iter()
             .filter(|(_, i)| i.managed)
-            .map(|(&k, _)| (IfaceId(k), self.carried.get(&k).copied().unwrap_or(0)))
+            .map(|(&k, _)| (IfaceId(k), self.carried.total(IfaceId(k))))
             .collect()
     }
 
