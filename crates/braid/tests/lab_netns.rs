@@ -150,7 +150,13 @@ fn netns_with(tag: &str) -> Vec<String> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.contains(tag))
+        // `NetNs` names are prefix + pid + "-" + counter: match the pid exactly, so another
+        // test binary's namespaces (CI runs braid pm's tests beside these) never count.
+        .filter(|n| {
+            n.rsplit_once('-').is_some_and(|(head, _)| {
+                head.trim_start_matches(|c: char| !c.is_ascii_digit()) == tag
+            })
+        })
         .map(str::to_string)
         .collect()
 }
