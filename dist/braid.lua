@@ -16,6 +16,7 @@
 --           0x06 ADD_ADDR id:u8 flags:u8 family:u8 (4|6) addr port:u16,
 --           0x07 REMOVE_ADDR id:u8 before, 0x08 PATH_OPEN local:u8 remote:u8 flags:u8,
 --           0x09 PATH_PRIO path flags:u8, 0x0a PATH_CLOSE path reason, 0x0b CLOSE code
+--   flags = 0x01 backup; PATH_PRIO also 0x02 duplicate (the path carries a copy of the stream)
 --   ranges = count (gap len){count}: start = previous end + 1 + gap (the first: cum + 1 +
 --            gap), end = start + 1 + len, half-open [start, end)
 --
@@ -70,6 +71,7 @@ local f = {
     addr_id = ProtoField.uint8("braid.addr.id", "Address id", base.DEC),
     flags = ProtoField.uint8("braid.flags", "Flags", base.HEX),
     backup = ProtoField.bool("braid.backup", "Backup", 8, nil, 0x01),
+    duplicate = ProtoField.bool("braid.duplicate", "Duplicate (carries a copy of the stream)", 8, nil, 0x02),
     addr_family = ProtoField.uint8("braid.addr.family", "Family", base.DEC),
     addr_ipv4 = ProtoField.ipv4("braid.addr.ipv4", "Address"),
     addr_ipv6 = ProtoField.ipv6("braid.addr.ipv6", "Address"),
@@ -166,14 +168,20 @@ local function reader(tvb)
     return r
 end
 
-local function flags_item(tree, r)
+-- `dup`: PATH_PRIO's flags, which also have the duplicate bit (0x02).
+local function flags_item(tree, r, dup)
     local v, range = r:u8()
     local t = tree:add(f.flags, range)
     t:add(f.backup, range)
-    if bit.band(v, 0xfe) ~= 0 then
+    local reserved = 0xfe
+    if dup then
+        t:add(f.duplicate, range)
+        reserved = 0xfc
+    end
+    if bit.band(v, reserved) ~= 0 then
         fail("reserved flag bits set")
     end
-    return bit.band(v, 1) ~= 0
+    return bit.band(v, 1) ~= 0, bit.band(v, 2) ~= 0
 end
 
 local function ranges(tree, r, cum)
@@ -298,8 +306,9 @@ local function frame(tree, r)
     elseif ty == 0x09 then
         local p, prange = r:varint()
         ft:add(f.prio_path, prange, p)
-        local backup = flags_item(ft, r)
+        local backup, duplicate = flags_item(ft, r, true)
         info = "PATH_PRIO path " .. tostring(p) .. (backup and " backup" or " active")
+            .. (duplicate and " duplicate" or "")
     elseif ty == 0x0a then
         local p, prange = r:varint()
         ft:add(f.close_path, prange, p)

@@ -95,6 +95,11 @@ pub struct ConnectionStats {
     pub reinjected_bytes: u64,
     /// Of those, opportunistic retransmissions when the receive window blocked.
     pub opportunistic_retransmissions: u64,
+    /// Segments and stream bytes sent on paths flagged duplicate
+    /// ([`crate::Connection::set_duplicate`]) besides what the scheduler sent: the copies'
+    /// cost.
+    pub duplicated_packets: u64,
+    pub duplicated_bytes: u64,
     /// Stream bytes received for the first time.
     pub data_bytes_received: u64,
     /// Stream bytes received again (reinjections, redundant copies): SPEC "redundant packets".

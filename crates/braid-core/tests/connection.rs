@@ -474,3 +474,114 @@ fn peer_alive_ends_a_backed_off_wait() {
     assert!(nudged < Duration::from_millis(100), "nudged: {nudged:?}");
     assert_eq!(fired, 1);
 }
+
+/// A CBR-like stream (`paced(4)`) over a primary (link 0) and a backup flagged duplicate by
+/// the server (link 1); the primary drops everything for 800 ms from 3 s. Returns the client's
+/// copies (packets, bytes), the longest gap at the server around the outage, and the bytes
+/// the server received on the duplicate path.
+fn duplicate_run(duplicate: bool) -> (u64, u64, Duration, u64) {
+    let links = vec![Link::new(25).rate_mbit(20), Link::new(8).rate_mbit(27)];
+    let mut p = Pair::new(Config::default(), links, 1);
+    p.open_all(&[false, true]);
+    let mut feed = paced(4);
+    p.run_until_with(ms(1_000), &mut feed);
+    let id = p.server.paths().find(|i| i.local == AddrId(1)).unwrap().id;
+    // Set at the receiving end: PATH_PRIO carries it to the sender.
+    p.server.set_duplicate(id, duplicate).unwrap();
+    p.run_until_with(ms(3_000), &mut feed);
+    assert_eq!(p.client.path(id).unwrap().duplicate, duplicate);
+    p.links[0].up = false;
+    p.run_until_with(ms(3_800), &mut feed);
+    p.links[0].up = true;
+    p.run_until_with(ms(6_000), &mut feed);
+    let gap = p.max_server_gap(ms(2_900), ms(6_000));
+    let on_dup = p.server.path(id).unwrap().stats.data_bytes_received;
+    let st = p.client.stats();
+    (st.duplicated_packets, st.duplicated_bytes, gap, on_dup)
+}
+
+#[test]
+fn a_duplicate_path_carries_a_copy_and_covers_an_outage_of_the_primary() {
+    let (packets, bytes, gap, on_dup) = duplicate_run(true);
+    // 5 s of 4 Mbit/s is 2.5 MB; the backup carries a copy of nearly all of it.
+    assert!(packets > 1_500 && bytes > 2_000_000, "{packets} {bytes}");
+    assert!(on_dup > 2_000_000, "{on_dup}");
+    // The copy arrives while the primary is silent: no timeout in the stream.
+    assert!(gap < Duration::from_millis(40), "gap {gap:?}");
+    let (packets, bytes, stock_gap, on_backup) = duplicate_run(false);
+    assert_eq!((packets, bytes), (0, 0));
+    // Without it the backup takes over only after the primary's retransmission timeout, and
+    // carries nothing before.
+    assert!(stock_gap > Duration::from_millis(200), "gap {stock_gap:?}");
+    assert!(on_backup < on_dup / 2, "{on_backup}");
+}
+
+/// A bulk transfer on a primary and a duplicate path that is slow (`dup_mbit`) or dead:
+/// returns when the transfer completed and the copies' bytes.
+fn bulk_with_duplicate(duplicate: bool, dup_mbit: u64, dead: bool) -> (Instant, u64) {
+    let links = vec![
+        Link::new(10).rate_mbit(20),
+        Link::new(5).rate_mbit(dup_mbit),
+    ];
+    let mut p = Pair::new(Config::default(), links, 2);
+    p.open_all(&[false, true]);
+    p.run_until(ms(200));
+    let id = p.client.paths().find(|i| i.local == AddrId(1)).unwrap().id;
+    p.client.set_duplicate(id, duplicate).unwrap();
+    if dead {
+        p.links[1].up = false;
+    }
+    let data = pattern(3_000_000, 6);
+    p.run_until_with(ms(30_000), feeder(data.clone()));
+    assert!(p.server_received == data);
+    (
+        p.server_reads.last().unwrap().0,
+        p.client.stats().duplicated_bytes,
+    )
+}
+
+#[test]
+fn a_duplicate_path_never_holds_the_primary_back() {
+    let (alone, none) = bulk_with_duplicate(false, 1, false);
+    assert_eq!(none, 0);
+    // A copy path at a twentieth of the primary's rate copies what it can, and the transfer
+    // finishes as fast as without it (24 Mbit at 20 Mbit/s).
+    let (slow, copied) = bulk_with_duplicate(true, 1, false);
+    assert!(copied > 0);
+    assert!(
+        slow.micros() <= alone.micros() * 105 / 100,
+        "{slow:?} against {alone:?}"
+    );
+    // A dead one neither.
+    let (dead, _) = bulk_with_duplicate(true, 1, true);
+    assert!(
+        dead.micros() <= alone.micros() * 105 / 100,
+        "{dead:?} against {alone:?}"
+    );
+}
+
+#[test]
+fn clearing_the_duplicate_flag_stops_the_copies() {
+    let links = vec![Link::new(10).rate_mbit(20), Link::new(5).rate_mbit(20)];
+    let mut p = Pair::new(Config::default(), links, 3);
+    p.open_all(&[false, true]);
+    let mut feed = paced(4);
+    p.run_until_with(ms(500), &mut feed);
+    let id = p.client.paths().find(|i| i.local == AddrId(1)).unwrap().id;
+    p.client.set_duplicate(id, true).unwrap();
+    p.run_until_with(ms(2_000), &mut feed);
+    assert!(p.server.path(id).unwrap().duplicate);
+    let copied = p.client.stats().duplicated_bytes;
+    assert!(copied > 500_000, "{copied}");
+    p.client.set_duplicate(id, false).unwrap();
+    p.run_until_with(ms(2_100), &mut feed);
+    let at_clear = p.client.stats().duplicated_bytes;
+    p.run_until_with(ms(4_000), &mut feed);
+    assert_eq!(p.client.stats().duplicated_bytes, at_clear);
+    assert!(!p.server.path(id).unwrap().duplicate);
+    assert!(
+        p.client
+            .set_duplicate(braid_core::PathId(99), true)
+            .is_err()
+    );
+}

@@ -157,6 +157,8 @@ pub struct PathInfo {
     pub remote: AddrId,
     pub established: bool,
     pub backup: bool,
+    /// Carries a copy of the stream ([`Connection::set_duplicate`]).
+    pub duplicate: bool,
     /// Established and not potentially failed.
     pub usable: bool,
     pub srtt: Duration,
@@ -400,6 +402,7 @@ impl Connection {
             remote: p.remote,
             established: p.is_established(),
             backup: p.backup,
+            duplicate: p.duplicate,
             usable: p.is_usable(),
             srtt: p.rtt.srtt(),
             rttvar: p.rtt.rttvar(),
@@ -535,6 +538,40 @@ impl Connection {
             });
         }
         Ok(())
+    }
+
+    /// Sets or clears a path's duplicate flag and tells the peer (PATH_PRIO's duplicate bit), so
+    /// that both ends apply it: while it is set, every stream byte the scheduler sends on another
+    /// path is sent on this one too (a copy at the same stream offset), and when the scheduler's
+    /// paths can take no new data, new data goes on this one first. A copy never delays the
+    /// stream: the path sends only with room in its own congestion window (else it skips the
+    /// bytes the others carried meanwhile), the send buffer is released on acknowledgement
+    /// alone, and the copies are never reinjected (the path that carries the original recovers
+    /// it). The receiver keeps whichever copy arrives first. A path manager uses it to keep a
+    /// fading link carrying the stream while the stream moves to another (braid_pm's `…-dup`
+    /// modes). Under redundant scheduling every path carries everything already and the flag
+    /// changes nothing.
+    pub fn set_duplicate(&mut self, id: PathId, on: bool) -> Result<(), Error> {
+        let idx = self.path_index(id).ok_or(Error::UnknownPath)?;
+        if self.paths[idx].duplicate != on {
+            self.flag_duplicate(idx, on);
+            // A PATH_PRIO already queued carries the path's flags as they are when it is sent.
+            if !self.ctrl_queue.contains(&Ctrl::PathPrio(id)) {
+                self.ctrl_queue.push_back(Ctrl::PathPrio(id));
+            }
+        }
+        Ok(())
+    }
+
+    /// Flags path `idx` duplicate (or not); a flagged path copies what is sent from now on.
+    fn flag_duplicate(&mut self, idx: usize, on: bool) {
+        let from = self.send.next.max(self.send.peer_cum).min(self.send.end());
+        let redundant = self.scheduler.is_redundant();
+        let p = &mut self.paths[idx];
+        p.duplicate = on;
+        if on && !redundant {
+            p.redundant_next = from;
+        }
     }
 
     /// Announces a local address to the peer (ADD_ADDR).

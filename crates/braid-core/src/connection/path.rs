@@ -37,7 +37,7 @@ pub(crate) enum Ctrl {
     },
     /// The address, and the next path id when it was removed (see `Frame::RemoveAddr`).
     RemoveAddr(AddrId, PathId),
-    /// The current backup flag of the path is sent.
+    /// The current backup and duplicate flags of the path are sent.
     PathPrio(PathId),
     PathClose(PathId, u64),
 }
@@ -60,7 +60,8 @@ pub(crate) struct SentPacket {
     pub ctrl: Vec<Ctrl>,
     pub path_open: bool,
     pub state: SentState,
-    /// The data was queued for reinjection on other paths.
+    /// The data was queued for reinjection on other paths (or never is: a duplicate path's
+    /// copy of bytes another path carries, see `Connection::set_duplicate`).
     pub reinjected: bool,
     /// This packet itself carries a reinjected copy.
     pub is_reinjection: bool,
@@ -181,6 +182,10 @@ pub(crate) struct Path {
     pub state: PathState,
     /// Send on this path only when no non-backup path is usable.
     pub backup: bool,
+    /// Carries a copy of the stream besides the paths the scheduler picks
+    /// ([`Connection::set_duplicate`](super::Connection::set_duplicate)); `redundant_next` is
+    /// then its cursor.
+    pub duplicate: bool,
     /// PATH_OPEN not yet sent (only on the side that opened the path).
     pub open_pending: bool,
     /// The acceptor of a path answers PATH_OPEN with an ack-eliciting packet, so that it too
@@ -222,7 +227,8 @@ pub(crate) struct Path {
     /// Every unacknowledged packet below this sequence number was queued for reinjection: the
     /// reinjection timer's anchor is searched from here.
     reinjected_below: u64,
-    /// Redundant scheduling: the next stream byte this path sends.
+    /// Redundant scheduling, and a path flagged `duplicate`: the next stream byte this path
+    /// sends.
     pub redundant_next: u64,
     /// Exponentially weighted loss fraction.
     pub loss_rate: f64,
@@ -256,6 +262,7 @@ impl Path {
                 PathState::Established
             },
             backup,
+            duplicate: false,
             open_pending: opened_locally,
             answer_pending: !opened_locally,
             next_seq: 0,

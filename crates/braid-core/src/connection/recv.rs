@@ -212,16 +212,23 @@ impl Connection {
                     self.events.push_back(Event::PeerAddrRemoved { id });
                 }
             }
-            Frame::PathPrio { path, backup } => {
-                if let Some(p) = self.paths.iter_mut().find(|p| p.id == path)
-                    && p.backup != backup
-                {
-                    p.backup = backup;
-                    self.events.push_back(Event::PathPriority {
-                        path,
-                        backup,
-                        by_peer: true,
-                    });
+            Frame::PathPrio {
+                path,
+                backup,
+                duplicate,
+            } => {
+                if let Some(i) = self.path_index(path) {
+                    if self.paths[i].backup != backup {
+                        self.paths[i].backup = backup;
+                        self.events.push_back(Event::PathPriority {
+                            path,
+                            backup,
+                            by_peer: true,
+                        });
+                    }
+                    if self.paths[i].duplicate != duplicate {
+                        self.flag_duplicate(i, duplicate);
+                    }
                 }
             }
             Frame::PathClose { path, .. } => {

@@ -6,6 +6,7 @@
 //! 2. stream data: queued reinjections first, then new data, on the path the scheduler picks
 //!    (under redundant scheduling, every usable path walks the stream itself); when the peer's
 //!    receive window blocks new data, opportunistic retransmission of the blocking segment;
+//!    then the copies of paths flagged duplicate (`Connection::set_duplicate`);
 //! 3. control frames (ADD_ADDR, REMOVE_ADDR, PATH_PRIO, PATH_CLOSE) on the best usable path;
 //! 4. a window update when the receive window opened a lot since last advertised.
 
@@ -39,6 +40,8 @@ enum SegmentKind {
     New,
     Reinjection,
     Redundant,
+    /// A duplicate path's copy of bytes another path carries (never reinjected).
+    Copy,
 }
 
 /// Window a filler retransmission needs (a header, acknowledgements and a PING).
@@ -69,6 +72,9 @@ impl Connection {
         }
         if self.state != State::Closed {
             if let Some(t) = self.send_data(now, buf) {
+                return Some(t);
+            }
+            if let Some(t) = self.send_duplicates(now, buf) {
                 return Some(t);
             }
             if let Some(t) = self.send_ctrl(now, buf) {
@@ -394,12 +400,13 @@ impl Connection {
             Ctrl::AddAddr { id, backup, addr } => Frame::AddAddr { id, backup, addr }.emit(buf),
             Ctrl::RemoveAddr(id, before) => Frame::RemoveAddr { id, before }.emit(buf),
             Ctrl::PathPrio(path) => {
-                let backup = self
-                    .paths
-                    .iter()
-                    .find(|p| p.id == path)
-                    .is_some_and(|p| p.backup);
-                Frame::PathPrio { path, backup }.emit(buf)
+                let p = self.paths.iter().find(|p| p.id == path);
+                Frame::PathPrio {
+                    path,
+                    backup: p.is_some_and(|p| p.backup),
+                    duplicate: p.is_some_and(|p| p.duplicate),
+                }
+                .emit(buf)
             }
             Ctrl::PathClose(path, reason) => Frame::PathClose { path, reason }.emit(buf),
         }
@@ -543,22 +550,39 @@ impl Connection {
             }
             return None;
         }
-        let window_end = self.send.peer_window_end.min(self.send.end());
-        let next = self.send.next;
-        let fin_only = self.send.fin && !self.send.fin_sent && next == self.send.end();
-        if next < window_end || fin_only {
+        let end = self.send.end();
+        let window_end = self.send.peer_window_end.min(end);
+        // Bytes the peer acknowledged already (a duplicate path ran ahead with them, see
+        // `send_duplicates`) need not go again. Never the case without duplicate paths.
+        self.send.next = self.send.next.max(self.send.peer_cum.min(end));
+        let mut next = self.send.next;
+        let fin_only = |s: &SendBuf, next: u64| s.fin && !s.fin_sent && next == end;
+        if next < window_end || fin_only(&self.send, next) {
             let idx = self.select(now, None, next)?;
-            let (t, len) = self.send_segment(
-                now,
-                idx,
-                next,
-                window_end.saturating_sub(next),
-                self.send.fin,
-                SegmentKind::New,
-                buf,
-            );
-            self.send.next += len;
-            return Some(t);
+            // A duplicate path that ran ahead of the others carries the bytes up to its cursor
+            // already, as packets it recovers like any: they count as sent.
+            let p = &self.paths[idx];
+            if p.duplicate && p.redundant_next > next {
+                next = p.redundant_next.min(end);
+                self.send.next = next;
+            }
+            if next < window_end || fin_only(&self.send, next) {
+                let (t, len) = self.send_segment(
+                    now,
+                    idx,
+                    next,
+                    window_end.saturating_sub(next),
+                    self.send.fin,
+                    SegmentKind::New,
+                    buf,
+                );
+                self.send.next += len;
+                let p = &mut self.paths[idx];
+                if p.duplicate && p.redundant_next == next {
+                    p.redundant_next = next + len;
+                }
+                return Some(t);
+            }
         }
         // Nothing new can go out: the peer's window is exhausted, or everything written was
         // sent and the send buffer is full of unacknowledged data (the application blocks).
@@ -639,13 +663,14 @@ impl Connection {
                     continue;
                 }
             };
-            if self.scheduler.is_redundant()
-                && self
-                    .paths
-                    .iter()
-                    .any(|p| p.id != r.from && p.is_usable() && p.redundant_next >= end)
-            {
-                // Another path already carried these bytes.
+            let redundant = self.scheduler.is_redundant();
+            if self.paths.iter().any(|p| {
+                (redundant || p.duplicate)
+                    && p.id != r.from
+                    && p.is_usable()
+                    && p.redundant_next >= end
+            }) {
+                // Another path already carried these bytes (it recovers them if they are lost).
                 self.reinject_queue.remove(i);
                 continue;
             }
@@ -740,6 +765,50 @@ impl Connection {
                 self.release_send_buffer();
                 return Some(t);
             }
+        }
+        None
+    }
+
+    /// Paths flagged duplicate ([`Connection::set_duplicate`]) walk the stream with their own
+    /// cursor (`redundant_next`), as every path does under redundant scheduling: each sends the
+    /// bytes the scheduler's paths sent since it last had room (copies, never reinjected: the
+    /// path that carries the original recovers it), and new bytes when those paths can take
+    /// none (ordinary packets, recovered like any; the scheduler's path skips them when it picks
+    /// this path, and sends them again otherwise). Unlike redundant scheduling nothing waits
+    /// for them: the scheduler's new data goes first, the send buffer is released on
+    /// acknowledgement alone, a path without window room sends nothing, and bytes acknowledged
+    /// meanwhile are skipped.
+    fn send_duplicates(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if self.scheduler.is_redundant() || !self.paths.iter().any(|p| p.duplicate) {
+            return None;
+        }
+        let mss = self.cfg.max_datagram_size as u64;
+        let end = self.send.end();
+        let window_end = self.send.peer_window_end.min(end);
+        let acked = self.send.peer_cum.min(end);
+        let sent = self.send.next;
+        for idx in 0..self.paths.len() {
+            let p = &mut self.paths[idx];
+            if !p.duplicate || !p.is_usable() || !p.has_room(mss) {
+                continue;
+            }
+            let start = p.redundant_next.max(acked);
+            p.redundant_next = start;
+            if start >= window_end {
+                continue;
+            }
+            let (limit, kind) = if start < sent {
+                (sent, SegmentKind::Copy)
+            } else {
+                (window_end, SegmentKind::Redundant)
+            };
+            let (t, len) =
+                self.send_segment(now, idx, start, limit - start, self.send.fin, kind, buf);
+            self.paths[idx].redundant_next = start + len;
+            self.redundant_head = self.redundant_head.max(start + len);
+            self.stats.duplicated_packets += 1;
+            self.stats.duplicated_bytes += len;
+            return Some(t);
         }
         None
     }
@@ -844,7 +913,7 @@ impl Connection {
                 ctrl,
                 path_open: false,
                 state: SentState::Outstanding,
-                reinjected: false,
+                reinjected: kind == SegmentKind::Copy,
                 is_reinjection: kind == SegmentKind::Reinjection,
             },
             &self.cfg,

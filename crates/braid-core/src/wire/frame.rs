@@ -20,13 +20,15 @@ pub mod frame_type {
     pub const REMOVE_ADDR: u8 = 0x07;
     /// Opens the path the packet travels on (like MP_JOIN).
     pub const PATH_OPEN: u8 = 0x08;
-    /// Changes the backup flag of a path (like MP_PRIO).
+    /// Changes the backup and duplicate flags of a path (like MP_PRIO, which has the first).
     pub const PATH_PRIO: u8 = 0x09;
     pub const PATH_CLOSE: u8 = 0x0a;
     pub const CLOSE: u8 = 0x0b;
 }
 
 const FLAG_BACKUP: u8 = 0x01;
+/// PATH_PRIO only: the path carries a copy of the stream (see [`Frame::PathPrio`]).
+const FLAG_DUPLICATE: u8 = 0x02;
 
 /// One frame, borrowing payload bytes from the datagram it was parsed from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,8 +76,14 @@ pub enum Frame<'a> {
         remote: AddrId,
         backup: bool,
     },
-    /// The sender asks that `path` be used only as a backup (or no longer).
-    PathPrio { path: PathId, backup: bool },
+    /// The sender asks that `path` be used only as a backup (or no longer), and whether it
+    /// carries a copy of the stream besides (`duplicate`: every stream byte sent on another
+    /// path is sent on it too, see `Connection::set_duplicate`).
+    PathPrio {
+        path: PathId,
+        backup: bool,
+        duplicate: bool,
+    },
     /// The sender closed `path`.
     PathClose { path: PathId, reason: u64 },
     /// The connection is closed immediately.
@@ -152,10 +160,15 @@ impl Frame<'_> {
                 out.push(remote.0);
                 out.push(if backup { FLAG_BACKUP } else { 0 });
             }
-            Frame::PathPrio { path, backup } => {
+            Frame::PathPrio {
+                path,
+                backup,
+                duplicate,
+            } => {
                 out.push(PATH_PRIO);
                 varint::write(out, u64::from(path.0));
-                out.push(if backup { FLAG_BACKUP } else { 0 });
+                let b = if backup { FLAG_BACKUP } else { 0 };
+                out.push(b | if duplicate { FLAG_DUPLICATE } else { 0 });
             }
             Frame::PathClose { path, reason } => {
                 out.push(PATH_CLOSE);
@@ -446,10 +459,15 @@ impl<'a> FrameIter<'a> {
                 remote: AddrId(r.u8()?),
                 backup: flags(r.u8()?)?,
             },
-            PATH_PRIO => Frame::PathPrio {
-                path: path_id(r)?,
-                backup: flags(r.u8()?)?,
-            },
+            PATH_PRIO => {
+                let path = path_id(r)?;
+                let b = r.u8()?;
+                Frame::PathPrio {
+                    path,
+                    backup: flags(b & !FLAG_DUPLICATE)?,
+                    duplicate: b & FLAG_DUPLICATE != 0,
+                }
+            }
             PATH_CLOSE => Frame::PathClose {
                 path: path_id(r)?,
                 reason: r.varint()?,

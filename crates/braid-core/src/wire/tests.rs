@@ -50,6 +50,12 @@ fn packet_with_every_frame_round_trips() {
         Frame::PathPrio {
             path: PathId(2),
             backup: true,
+            duplicate: false,
+        },
+        Frame::PathPrio {
+            path: PathId(3),
+            backup: true,
+            duplicate: true,
         },
         Frame::PathClose {
             path: PathId(4),
@@ -105,6 +111,15 @@ fn rejects_bad_headers_and_frames() {
     header().emit(&mut buf);
     buf.extend_from_slice(&[frame_type::PATH_OPEN, 0, 0, 0x80]);
     assert_eq!(parse(&buf).unwrap_err(), ParseError::Reserved);
+    // The duplicate flag belongs to PATH_PRIO only; PATH_PRIO's other bits stay reserved.
+    let mut buf = Vec::new();
+    header().emit(&mut buf);
+    buf.extend_from_slice(&[frame_type::PATH_OPEN, 0, 0, 0x02]);
+    assert_eq!(parse(&buf).unwrap_err(), ParseError::Reserved);
+    let mut buf = Vec::new();
+    header().emit(&mut buf);
+    buf.extend_from_slice(&[frame_type::PATH_PRIO, 2, 0x04]);
+    assert_eq!(parse(&buf).unwrap_err(), ParseError::Reserved);
 }
 
 fn arb_addr() -> impl Strategy<Value = SocketAddr> {
@@ -126,7 +141,7 @@ enum OwnedFrame {
     AddAddr(u8, bool, SocketAddr),
     RemoveAddr(u8, u32),
     PathOpen(u8, u8, bool),
-    PathPrio(u32, bool),
+    PathPrio(u32, bool, bool),
     PathClose(u32, u64),
     Close(u64),
 }
@@ -163,7 +178,8 @@ fn arb_frame() -> impl Strategy<Value = OwnedFrame> {
         (any::<u8>(), any::<u32>()).prop_map(|(i, b)| OwnedFrame::RemoveAddr(i, b)),
         (any::<u8>(), any::<u8>(), any::<bool>())
             .prop_map(|(l, r, b)| OwnedFrame::PathOpen(l, r, b)),
-        (any::<u32>(), any::<bool>()).prop_map(|(p, b)| OwnedFrame::PathPrio(p, b)),
+        (any::<u32>(), any::<bool>(), any::<bool>())
+            .prop_map(|(p, b, d)| OwnedFrame::PathPrio(p, b, d)),
         (any::<u32>(), 0u64..varint::MAX).prop_map(|(p, r)| OwnedFrame::PathClose(p, r)),
         (0u64..varint::MAX).prop_map(OwnedFrame::Close),
     ]
@@ -200,9 +216,10 @@ fn emit_owned(h: &Header, frames: &[OwnedFrame]) -> Vec<u8> {
                 backup: *b,
             }
             .emit(&mut out),
-            OwnedFrame::PathPrio(p, b) => Frame::PathPrio {
+            OwnedFrame::PathPrio(p, b, d) => Frame::PathPrio {
                 path: PathId(*p),
                 backup: *b,
+                duplicate: *d,
             }
             .emit(&mut out),
             OwnedFrame::PathClose(p, r) => Frame::PathClose {
@@ -252,9 +269,14 @@ fn frame_matches(owned: &OwnedFrame, f: &Frame<'_>) -> bool {
                 backup,
             },
         ) => *l == local.0 && *r == remote.0 && b == backup,
-        (OwnedFrame::PathPrio(p, b), Frame::PathPrio { path, backup }) => {
-            *p == path.0 && b == backup
-        }
+        (
+            OwnedFrame::PathPrio(p, b, d),
+            Frame::PathPrio {
+                path,
+                backup,
+                duplicate,
+            },
+        ) => *p == path.0 && b == backup && d == duplicate,
         (OwnedFrame::PathClose(p, r), Frame::PathClose { path, reason }) => {
             *p == path.0 && r == reason
         }

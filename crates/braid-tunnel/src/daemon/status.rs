@@ -29,6 +29,7 @@ pub fn connection_json(conn: &Connection, addr_of: impl Fn(PathId) -> Option<Str
                 "established": p.established,
                 "usable": p.usable,
                 "backup": p.backup,
+                "duplicate": p.duplicate,
                 "srtt_ms": p.srtt.as_secs_f64() * 1e3,
                 "rttvar_ms": p.rttvar.as_secs_f64() * 1e3,
                 "rto_ms": p.rto.as_secs_f64() * 1e3,
@@ -63,6 +64,7 @@ pub fn connection_json(conn: &Connection, addr_of: impl Fn(PathId) -> Option<Str
         "data_packets_sent": s.data_packets_sent,
         "reinjected_packets": s.reinjected_packets,
         "reinjected_bytes": s.reinjected_bytes,
+        "duplicated_bytes": s.duplicated_bytes,
         "duplicate_bytes_received": s.duplicate_bytes_received,
         "ofo_peak_bytes": s.ofo_peak_bytes,
         "paths_opened": s.paths_opened,
@@ -155,6 +157,9 @@ pub fn status_table(v: &Value) -> String {
             let mut flags = String::new();
             if p["backup"].as_bool() == Some(true) {
                 flags.push('B');
+            }
+            if p["duplicate"].as_bool() == Some(true) {
+                flags.push('D');
             }
             if p["usable"].as_bool() != Some(true) {
                 flags.push('!');
