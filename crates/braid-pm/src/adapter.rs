@@ -52,6 +52,12 @@ pub enum Applied {
         local: CoreAddr,
         backup: bool,
     },
+    /// A path's duplicate flag was set or cleared (it carries a copy of the stream, or stops).
+    Duplicate {
+        path: PathId,
+        local: CoreAddr,
+        on: bool,
+    },
     /// An address was announced to the peer or withdrawn.
     Announced(CoreAddr),
     Withdrawn(CoreAddr),
@@ -245,6 +251,17 @@ impl ConnAdapter {
                         path: id,
                         local,
                         backup,
+                    },
+                    _ => Applied::Nothing,
+                }
+            }
+            Command::SetDuplicate { subflow, on, .. } => {
+                let id = PathId(subflow.0 as u32);
+                match local_of(conn, id) {
+                    Some(local) if conn.set_duplicate(id, on).is_ok() => Applied::Duplicate {
+                        path: id,
+                        local,
+                        on,
                     },
                     _ => Applied::Nothing,
                 }

@@ -24,6 +24,12 @@ pub enum Mode {
     /// `CrossLayerBackup`, capacity-aware: the backups are activated when the primary fades,
     /// and the primary is demoted only when they have been seen carrying the demand.
     CrossLayerBackupCapacity,
+    /// `CrossLayerCapacity`, and a fading link it demotes keeps carrying a copy of the stream
+    /// (`Command::SetDuplicate`) until it recovers or goes: a redundant carrier during the
+    /// handover window.
+    CrossLayerDuplicate,
+    /// `CrossLayerBackupCapacity` with the same redundant carrier.
+    CrossLayerBackupDuplicate,
 }
 
 impl Mode {
@@ -34,6 +40,8 @@ impl Mode {
         "cross-backup",
         "cross-cap",
         "cross-backup-cap",
+        "cross-dup",
+        "cross-backup-dup",
     ];
 
     pub fn from_name(s: &str) -> Option<Mode> {
@@ -44,6 +52,8 @@ impl Mode {
             "cross-backup" | "cross-layer-backup" => Mode::CrossLayerBackup,
             "cross-cap" => Mode::CrossLayerCapacity,
             "cross-backup-cap" => Mode::CrossLayerBackupCapacity,
+            "cross-dup" => Mode::CrossLayerDuplicate,
+            "cross-backup-dup" => Mode::CrossLayerBackupDuplicate,
             _ => return None,
         })
     }
@@ -57,6 +67,8 @@ impl Mode {
             Mode::CrossLayerBackup => "cross-backup",
             Mode::CrossLayerCapacity => "cross-cap",
             Mode::CrossLayerBackupCapacity => "cross-backup-cap",
+            Mode::CrossLayerDuplicate => "cross-dup",
+            Mode::CrossLayerBackupDuplicate => "cross-backup-dup",
         }
     }
 
@@ -64,11 +76,13 @@ impl Mode {
         matches!(self.base(), Mode::CrossLayer | Mode::CrossLayerBackup)
     }
 
-    /// The mode's policy without the capacity check.
+    /// The mode's policy without the capacity check (and without the copies).
     pub fn base(self) -> Mode {
         match self {
-            Mode::CrossLayerCapacity => Mode::CrossLayer,
-            Mode::CrossLayerBackupCapacity => Mode::CrossLayerBackup,
+            Mode::CrossLayerCapacity | Mode::CrossLayerDuplicate => Mode::CrossLayer,
+            Mode::CrossLayerBackupCapacity | Mode::CrossLayerBackupDuplicate => {
+                Mode::CrossLayerBackup
+            }
             m => m,
         }
     }
@@ -76,6 +90,14 @@ impl Mode {
     /// Whether the mode weighs what the other links can carry before demoting one.
     pub fn capacity_aware(self) -> bool {
         self != self.base()
+    }
+
+    /// Whether a fading link the mode demotes keeps carrying a copy of the stream.
+    pub fn duplicates(self) -> bool {
+        matches!(
+            self,
+            Mode::CrossLayerDuplicate | Mode::CrossLayerBackupDuplicate
+        )
     }
 }
 

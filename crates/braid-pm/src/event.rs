@@ -159,6 +159,16 @@ pub enum Command {
         subflow: SubflowId,
         backup: bool,
     },
+    /// Have the subflow carry a copy of every byte the connection sends on its other subflows
+    /// (`on`), or stop (the `…-dup` modes: a demoted link whose signal faded stays a redundant
+    /// carrier while the stream moves away). braid's own connections do it
+    /// (`braid_core::Connection::set_duplicate`); kernel MPTCP cannot, and `braid pm` skips the
+    /// command.
+    SetDuplicate {
+        conn: ConnId,
+        subflow: SubflowId,
+        on: bool,
+    },
 }
 
 impl Command {
@@ -168,7 +178,8 @@ impl Command {
             | Command::WithdrawAddr { conn, .. }
             | Command::CreateSubflow { conn, .. }
             | Command::RemoveSubflow { conn, .. }
-            | Command::SetBackup { conn, .. } => *conn,
+            | Command::SetBackup { conn, .. }
+            | Command::SetDuplicate { conn, .. } => *conn,
         }
     }
 }

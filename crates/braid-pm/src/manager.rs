@@ -104,6 +104,8 @@ struct Subflow {
     iface: IfaceId,
     local: Endpoint,
     backup: bool,
+    /// The `…-dup` modes: asked to carry a copy of the stream.
+    duplicate: bool,
 }
 
 #[derive(Debug)]
@@ -133,6 +135,9 @@ pub struct Stats {
     /// active because the other links had not been seen carrying the demand.
     pub traffic_samples: u64,
     pub demotions_withheld: u64,
+    /// The `…-dup` modes: subflows asked to carry a copy of the stream, and asked to stop.
+    pub duplicate_set: u64,
+    pub duplicate_cleared: u64,
 }
 
 /// The configurable path manager (full mesh, backup, cross-layer, cross-layer backup mode,
@@ -331,6 +336,8 @@ impl Manager {
             Command::RemoveSubflow { .. } => self.stats.subflows_removed += 1,
             Command::SetBackup { backup: true, .. } => self.stats.backup_set += 1,
             Command::SetBackup { backup: false, .. } => self.stats.backup_cleared += 1,
+            Command::SetDuplicate { on: true, .. } => self.stats.duplicate_set += 1,
+            Command::SetDuplicate { on: false, .. } => self.stats.duplicate_cleared += 1,
             _ => {}
         }
         if matches!(command, Command::SetBackup { .. })
@@ -367,9 +374,71 @@ impl Manager {
             .copied()
     }
 
+    /// The policy for one interface of one connection, then (`…-dup` modes) the copies.
+    fn apply(&mut self, c: ConnId, iface: IfaceId, reason: Reason) {
+        self.apply_policy(c, iface, reason);
+        if self.cfg.mode.duplicates() {
+            self.sync_duplicates(c, iface, reason);
+        }
+    }
+
+    /// The `…-dup` modes: a demoted (backup) subflow of an interface whose signal faded keeps
+    /// carrying a copy of the stream while the interface is usable and its smoothed signal is
+    /// above the cut-off (T − `capacity.floor_db`), so that a stall of the link that took the
+    /// stream over (a cellular link's delivery gap) does not stall the application while the
+    /// fading link still works. The copy stops when the signal recovers above T + h (the
+    /// subflow carries the stream again) or falls below the cut-off, and goes with the subflow
+    /// when the interface breaks (down, address lost). Meanwhile the transport sends a copy
+    /// only when the path has window room and is not suspected dead.
+    fn sync_duplicates(&mut self, c: ConnId, iface: IfaceId, reason: Reason) {
+        let Some(conn) = self.conns.get(&c) else {
+            return;
+        };
+        if !conn.initiator || !conn.established {
+            return;
+        }
+        // Below T, and not yet `floor_db` below it (the cut-off under which the capacity-aware
+        // modes stop keeping a fading link active: its losses grow fast from there).
+        let floor = self.cfg.capacity.floor_db;
+        let fading = self.available(iface)
+            && !self.good(iface)
+            && self.ifaces.get(&iface).is_some_and(|i| {
+                i.cfg
+                    .threshold_dbm
+                    .is_some_and(|t| i.rssi.is_none_or(|r| r > t - floor))
+            });
+        let subs: Vec<(SubflowId, bool)> = conn
+            .subflows
+            .iter()
+            .filter(|s| s.iface == iface)
+            .filter_map(|s| {
+                let want = fading && s.backup;
+                s.id.filter(|_| s.duplicate != want).map(|id| (id, want))
+            })
+            .collect();
+        for (id, on) in subs {
+            if let Some(x) = self
+                .conns
+                .get_mut(&c)
+                .and_then(|conn| conn.subflows.iter_mut().find(|x| x.id == Some(id)))
+            {
+                x.duplicate = on;
+            }
+            self.push(
+                iface,
+                Command::SetDuplicate {
+                    conn: c,
+                    subflow: id,
+                    on,
+                },
+                reason,
+            );
+        }
+    }
+
     /// Algorithm 1 (and its stock and backup-mode counterparts) for one interface of one
     /// connection.
-    fn apply(&mut self, c: ConnId, iface: IfaceId, reason: Reason) {
+    fn apply_policy(&mut self, c: ConnId, iface: IfaceId, reason: Reason) {
         let Some(conn) = self.conns.get(&c) else {
             return;
         };
@@ -402,7 +471,7 @@ impl Manager {
                     self.create(c, iface, role_backup, reason);
                 }
             }
-            Mode::CrossLayer | Mode::CrossLayerCapacity => {
+            Mode::CrossLayer | Mode::CrossLayerCapacity | Mode::CrossLayerDuplicate => {
                 if good {
                     self.withhold(iface, false);
                     // RSSI > T: establish S, or clear its backup flag.
@@ -431,7 +500,9 @@ impl Manager {
                     }
                 }
             }
-            Mode::CrossLayerBackup | Mode::CrossLayerBackupCapacity => {
+            Mode::CrossLayerBackup
+            | Mode::CrossLayerBackupCapacity
+            | Mode::CrossLayerBackupDuplicate => {
                 if role_backup {
                     // Backup interfaces follow the primaries (see `handover`).
                     let any_primary_good = self.primaries().any(|p| self.good(p));
@@ -558,6 +629,7 @@ impl Manager {
                 iface,
                 local,
                 backup,
+                duplicate: false,
             });
         self.push(
             iface,
@@ -803,6 +875,7 @@ impl PathManager for Manager {
                         iface,
                         local: *local,
                         backup: false,
+                        duplicate: false,
                     });
                 }
                 if self.cfg.announce {
@@ -874,6 +947,7 @@ impl PathManager for Manager {
                         iface,
                         local: *local,
                         backup: *backup,
+                        duplicate: false,
                     }),
                 }
                 // The interface works: the next close waits the shortest time again.

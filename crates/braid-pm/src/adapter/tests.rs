@@ -178,6 +178,29 @@ fn commands_for_other_connections_and_unknown_paths_do_nothing() {
             backup: true
         }
     );
+    let dup = Command::SetDuplicate {
+        conn: ConnId(1),
+        subflow: SubflowId(0),
+        on: true,
+    };
+    assert_eq!(
+        a.execute(ms(2), &mut c, &mut pm, &dup, |_| true),
+        Applied::Duplicate {
+            path: PathId(0),
+            local: CoreAddr(0),
+            on: true
+        }
+    );
+    assert!(c.path(PathId(0)).unwrap().duplicate);
+    let unknown_dup = Command::SetDuplicate {
+        conn: ConnId(1),
+        subflow: SubflowId(40),
+        on: true,
+    };
+    assert_eq!(
+        a.execute(ms(2), &mut c, &mut pm, &unknown_dup, |_| true),
+        Applied::Nothing
+    );
     let close = Command::RemoveSubflow {
         conn: ConnId(1),
         subflow: SubflowId(0),

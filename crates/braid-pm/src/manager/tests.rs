@@ -704,6 +704,116 @@ fn capacity_aware_backup_mode_adds_the_backup_before_it_drops_the_primary() {
     assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
 }
 
+fn duplicate_of(cmds: &[Command], id: u64) -> Option<bool> {
+    cmds.iter().rev().find_map(|c| match c {
+        Command::SetDuplicate { subflow, on, .. } if subflow.0 == id => Some(*on),
+        _ => None,
+    })
+}
+
+#[test]
+fn duplicate_mode_keeps_the_demoted_fading_link_carrying_a_copy_until_it_recovers() {
+    // cross-cap and Algorithm 1 demote WLAN and ask for nothing more.
+    let no_copy = |cmds: &[Command]| {
+        !cmds
+            .iter()
+            .any(|c| matches!(c, Command::SetDuplicate { .. }))
+    };
+    let (mut m, _, t) = capacity_setup(Mode::CrossLayerCapacity, 4e6);
+    let cmds = sig(&mut m, t + 10, WLAN, -84.0);
+    assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
+    assert!(no_copy(&cmds), "{cmds:?}");
+    let mut m = setup(Mode::CrossLayer, |_| {});
+    sig(&mut m, 10, WLAN, -70.0);
+    established(&mut m, 20, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    drain(&mut m);
+    let cmds = sig(&mut m, 100, WLAN, -84.0);
+    assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
+    assert!(no_copy(&cmds), "{cmds:?}");
+    let (mut m, _, t) = capacity_setup(Mode::CrossLayerDuplicate, 4e6);
+    // The same demotion, and WLAN keeps a copy of the stream; LTE never gets one.
+    let cmds = sig(&mut m, t + 10, WLAN, -83.0);
+    assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
+    assert_eq!(duplicate_of(&cmds, 101), Some(true), "{cmds:?}");
+    assert_eq!(duplicate_of(&cmds, 100), None, "{cmds:?}");
+    // The demotion comes first: the stream has moved when the copy starts.
+    let order: Vec<_> = cmds
+        .iter()
+        .filter(|c| matches!(c, Command::SetBackup { .. } | Command::SetDuplicate { .. }))
+        .collect();
+    assert!(matches!(order[0], Command::SetBackup { .. }), "{cmds:?}");
+    // Fading further, above the cut-off (T − 2 dB): nothing new.
+    assert!(sig(&mut m, t + 20, WLAN, -83.9).is_empty());
+    assert_eq!(m.stats().duplicate_set, 1);
+    // Back above T: WLAN carries the stream again, the copy stops.
+    let cmds = sig(&mut m, t + 30, WLAN, -75.0);
+    assert_eq!(backup_of(&cmds, 101), Some(false), "{cmds:?}");
+    assert_eq!(duplicate_of(&cmds, 101), Some(false), "{cmds:?}");
+    assert_eq!(m.stats().duplicate_cleared, 1);
+    // Fading again, then below the cut-off: the copy starts, then stops; WLAN stays demoted.
+    assert_eq!(
+        duplicate_of(&sig(&mut m, t + 40, WLAN, -83.0), 101),
+        Some(true)
+    );
+    let cmds = sig(&mut m, t + 50, WLAN, -86.0);
+    assert_eq!(duplicate_of(&cmds, 101), Some(false), "{cmds:?}");
+    assert_eq!(backup_of(&cmds, 101), None, "{cmds:?}");
+    assert!(sig(&mut m, t + 60, WLAN, -87.0).is_empty());
+}
+
+#[test]
+fn duplicate_mode_makes_no_copy_while_the_demotion_is_withheld_nor_below_the_cut_off() {
+    let (mut m, _, t) = capacity_setup(Mode::CrossLayerDuplicate, 2e6);
+    // LTE has not carried the demand: WLAN stays active (it carries the stream, no copy) ...
+    let cmds = sig(&mut m, t + 10, WLAN, -83.0);
+    assert_eq!(backup_of(&cmds, 101), None, "{cmds:?}");
+    assert_eq!(duplicate_of(&cmds, 101), None, "{cmds:?}");
+    // ... until the floor, which is also the copies' cut-off: demoted, no copy.
+    let cmds = sig(&mut m, t + 20, WLAN, -84.1);
+    assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
+    assert_eq!(duplicate_of(&cmds, 101), None, "{cmds:?}");
+}
+
+#[test]
+fn duplicate_mode_drops_the_copy_with_the_link() {
+    let (mut m, _, t) = capacity_setup(Mode::CrossLayerDuplicate, 4e6);
+    assert_eq!(
+        duplicate_of(&sig(&mut m, t + 10, WLAN, -83.0), 101),
+        Some(true)
+    );
+    // The link breaks: its subflow goes, and nothing asks for a copy any more.
+    m.handle_event(
+        ms(t + 20),
+        &Event::IfaceUpdated {
+            iface: WLAN,
+            up: false,
+        },
+    );
+    let cmds = drain(&mut m);
+    assert!(
+        cmds.iter().any(
+            |c| matches!(c, Command::RemoveSubflow { subflow, .. } if *subflow == SubflowId(101))
+        ),
+        "{cmds:?}"
+    );
+    assert_eq!(duplicate_of(&cmds, 101), None, "{cmds:?}");
+    assert!(m.subflows().all(|(_, _, iface, _)| iface != WLAN));
+}
+
+#[test]
+fn backup_duplicate_mode_hands_over_and_keeps_the_primary_as_a_copy() {
+    let (mut m, _, t) = capacity_setup(Mode::CrossLayerBackupDuplicate, 4e6);
+    let cmds = sig(&mut m, t + 10, WLAN, -83.0);
+    assert_eq!(backup_of(&cmds, 100), Some(false), "{cmds:?}");
+    assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
+    assert_eq!(duplicate_of(&cmds, 101), Some(true), "{cmds:?}");
+    assert_eq!(duplicate_of(&cmds, 100), None, "{cmds:?}");
+    // The primary recovers: it takes the stream back, LTE stands by again, no copy.
+    let cmds = sig(&mut m, t + 20, WLAN, -70.0);
+    assert_eq!(backup_of(&cmds, 101), Some(false), "{cmds:?}");
+    assert_eq!(duplicate_of(&cmds, 101), Some(false), "{cmds:?}");
+}
+
 #[test]
 fn mode_names_round_trip() {
     for n in Mode::NAMES {
@@ -715,4 +825,17 @@ fn mode_names_round_trip() {
         Mode::CrossLayerBackup
     );
     assert!(!Mode::CrossLayer.capacity_aware());
+    for (dup, base) in [
+        (Mode::CrossLayerDuplicate, Mode::CrossLayer),
+        (Mode::CrossLayerBackupDuplicate, Mode::CrossLayerBackup),
+    ] {
+        assert_eq!(dup.base(), base);
+        assert!(dup.uses_signal() && dup.capacity_aware() && dup.duplicates());
+    }
+    assert!(!Mode::CrossLayerCapacity.duplicates() && !Mode::CrossLayer.duplicates());
+    assert_eq!(
+        Mode::from_name("cross-dup"),
+        Some(Mode::CrossLayerDuplicate)
+    );
+    assert_eq!(Mode::from_name("cross-dupe"), None);
 }

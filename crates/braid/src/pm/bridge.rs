@@ -92,6 +92,8 @@ pub struct Bridge {
     next_subflow: u64,
     /// Commands that named something the kernel no longer has.
     pub stale_commands: u64,
+    /// `SetDuplicate` commands skipped (see [`Bridge::unsupported`]).
+    pub duplicates_skipped: u64,
     /// Capacity-aware modes: bytes each interface's subflows carried (closed ones included).
     carried: braid_pm::Carried<(SocketAddr, SocketAddr)>,
     /// Subflows created with the backup flag and not established yet, by connection, local
@@ -478,7 +480,20 @@ impl Bridge {
         }
     }
 
-    /// A path-manager command, as a kernel request (`None`: it names something gone).
+    /// Whether the kernel cannot do what the command asks; such a command is counted and
+    /// skipped. Kernel MPTCP has only its own scheduler and no way to have a subflow carry a
+    /// copy of the stream: the `…-dup` modes' `SetDuplicate` is skipped, so on the kernel they
+    /// act as their capacity-aware counterparts (`cross-cap`, `cross-backup-cap`).
+    pub fn unsupported(&mut self, c: &Command) -> bool {
+        let skip = matches!(c, Command::SetDuplicate { .. });
+        if skip {
+            self.duplicates_skipped += 1;
+        }
+        skip
+    }
+
+    /// A path-manager command, as a kernel request (`None`: it names something gone, or the
+    /// kernel cannot do it, see [`Bridge::unsupported`]).
     pub fn to_kernel(&self, c: &Command) -> Option<KernelOp> {
         let token = |conn: ConnId| Token(conn.0 as u32);
         let op = match c {
@@ -526,6 +541,7 @@ impl Bridge {
                     backup: *backup,
                 }
             }
+            Command::SetDuplicate { .. } => return None,
         };
         Some(op)
     }
@@ -829,6 +845,30 @@ mod tests {
             backup: true,
         };
         assert_eq!(b.to_kernel(&c), None);
+    }
+
+    /// The `…-dup` modes on the kernel: the copies they ask for cannot be made; the command is
+    /// skipped and counted, the rest of the policy (cross-cap's) reaches the kernel.
+    #[test]
+    fn duplicate_requests_are_skipped_and_counted() {
+        let mut b = Bridge::new(Vec::new());
+        let dup = Command::SetDuplicate {
+            conn: ConnId(1),
+            subflow: SubflowId(3),
+            on: true,
+        };
+        assert!(b.unsupported(&dup));
+        assert_eq!(b.to_kernel(&dup), None);
+        let backup = Command::SetBackup {
+            conn: ConnId(1),
+            subflow: SubflowId(3),
+            backup: true,
+        };
+        assert!(!b.unsupported(&backup));
+        assert!(b.unsupported(&dup));
+        assert_eq!((b.duplicates_skipped, b.stale_commands), (2, 0));
+        assert!(braid_pm::Mode::from_name("cross-dup").is_some());
+        assert!(braid_pm::Mode::from_name("cross-backup-dup").is_some());
     }
 
     #[test]

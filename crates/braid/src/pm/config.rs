@@ -2,6 +2,8 @@
 //!
 //! ```toml
 //! mode = "cross"              # fullmesh | backup | cross | cross-backup | cross-cap | cross-backup-cap
+//!                             # | cross-dup | cross-backup-dup (on the kernel: as the -cap modes,
+//!                             #   the copies skipped and counted: `duplicates_skipped`)
 //! remove_weak = false         # cross-backup: remove the weak primary's subflow
 //! same_subnet = false         # seed 004: pair local and remote addresses of the same /24
 //! announce = false            # announce local addresses when a connection is established

@@ -216,6 +216,16 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                 drain_at = Some(tokio::time::Instant::now());
                 continue;
             }
+            if bridge.unsupported(&c) {
+                if bridge.duplicates_skipped == 1 {
+                    tracing::warn!(
+                        "mode {}: the kernel cannot make a subflow carry a copy of the stream; \
+                         copy requests are skipped (counted in status: duplicates_skipped)",
+                        mode_name(pm.config().mode)
+                    );
+                }
+                continue;
+            }
             match bridge.to_kernel(&c) {
                 Some(op) => ops.push(op),
                 None => bridge.stale_commands += 1,
@@ -384,6 +394,7 @@ fn status_json(
             "kernel_requests": counters.requests,
             "kernel_request_errors": counters.request_errors,
             "stale_commands": bridge.stale_commands,
+            "duplicates_skipped": bridge.duplicates_skipped,
             "drain_parked": drain.stats.parked,
             "drain_destroyed_dead_idle": drain.stats.destroyed_dead_idle,
             "drain_destroyed_timeout": drain.stats.destroyed_timeout,
@@ -418,6 +429,13 @@ fn command_text(c: &braid_pm::Command) -> String {
             }
         }
         C::RemoveSubflow { subflow, .. } => format!("remove subflow {}", subflow.0),
+        C::SetDuplicate { subflow, on, .. } => {
+            if *on {
+                format!("copy the stream on subflow {}", subflow.0)
+            } else {
+                format!("stop the copy on subflow {}", subflow.0)
+            }
+        }
         C::SetBackup {
             subflow, backup, ..
         } => {
