@@ -162,6 +162,15 @@ pub const METRICS: &[MetricDef] = &[
         shown: Shown::Median,
     },
     MetricDef {
+        key: "duplicated_mb",
+        label: "Copies sent on duplicate paths",
+        unit: "MB",
+        experiments: "E7, E8",
+        per: Per::Run,
+        about: "stream bytes the sender copied onto paths flagged duplicate, beside what its scheduler sent (the `…-dup` path managers' redundant carrier; only in runs that made copies)",
+        shown: Shown::Median,
+    },
+    MetricDef {
         key: "ofo_peak_kb",
         label: "Reorder buffer, peak",
         unit: "kB",
@@ -563,6 +572,13 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
         "duplicate_mb".into(),
         vec![r.receiver.duplicate_bytes_received as f64 / 1e6],
     );
+    // Only where a path manager asked for copies: every other run's results stay as they were.
+    if r.sender.duplicated_bytes > 0 {
+        out.insert(
+            "duplicated_mb".into(),
+            vec![r.sender.duplicated_bytes as f64 / 1e6],
+        );
+    }
     out.insert(
         "ofo_peak_kb".into(),
         vec![r.receiver.ofo_peak_bytes as f64 / 1e3],

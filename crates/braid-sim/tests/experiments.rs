@@ -192,6 +192,9 @@ fn e7_cross_layer_keeps_the_handover_delay_low() {
     // The capacity-aware mode acts as Algorithm 1 when LTE carries the stream.
     assert!(p99("cross-cap") <= 100.0, "{r:?}");
     assert!(acted("cross-cap") >= 90.0, "{r:?}");
+    // And with the demoted link as a redundant carrier.
+    assert!(p99("cross-dup") <= p99("cross-cap"), "{r:?}");
+    assert!(acted("cross-dup") >= 90.0, "{r:?}");
 }
 
 #[test]
@@ -201,6 +204,7 @@ fn e8_cross_layer_hands_over_before_the_link_breaks() {
     assert!(gap("cross") <= 100.0, "{r:?}");
     assert!(gap("stock") >= 2.0 * gap("cross"), "{r:?}");
     assert!(gap("cross-cap") <= 100.0, "{r:?}");
+    assert!(gap("cross-dup") <= 100.0, "{r:?}");
 }
 
 /// variant → one value per run and event window of `metric`, runs in seed order.
@@ -233,7 +237,16 @@ fn windows(file: &str, metric: &str) -> BTreeMap<String, Vec<f64>> {
 /// by window
 /// (the same handovers: same seeds and route) it is better than Algorithm 1 (`cross`) at least
 /// as often as it is worse, and better than stock more often than worse ("better": more than
-/// 5 % lower). The full files (10 runs, 56 handovers per trace).
+/// 5 % lower). The full files (10 runs, 56 handovers per trace). The mode with the demoted
+/// link kept as a redundant carrier (`dup`) is no worse than stock per trace (medians), nor
+/// than Algorithm 1 except on TMobile LTE in E8, where the median window (a delivery gap of
+/// the trace after the break, the same for every mode) is 0.3 % longer (263.2 against 262.4
+/// ms); on TMobile LTE, whose capacity exceeds the stream's, it is ≤ 100 ms in more handovers
+/// than `cap`.
+/// TMobile LTE handovers (of 56) in which `dup` kept the p99 delay ≤ 100 ms, as measured (E7,
+/// E8; `cap` 10 and 9).
+const DUP_TMOBILE_WITHIN: [usize; 2] = [16, 15];
+
 #[test]
 fn capacity_aware_cross_layer_on_real_cellular_traces() {
     let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/cellular");
@@ -244,13 +257,17 @@ fn capacity_aware_cross_layer_on_real_cellular_traces() {
         );
         return;
     }
-    for file in ["e7-v2i-cellular.toml", "e8-v2i-cellular.toml"] {
+    for (k, file) in ["e7-v2i-cellular.toml", "e8-v2i-cellular.toml"]
+        .into_iter()
+        .enumerate()
+    {
         let w = windows(file, "delay_p99_event_ms");
         for t in ["att", "tmobile", "umts", "verizon"] {
             let v = |p: &str| &w[&format!("{t}-{p}")];
-            let (cap, cross, stock) = (v("cap"), v("cross"), v("stock"));
+            let (cap, cross, stock, dup) = (v("cap"), v("cross"), v("stock"), v("dup"));
             assert_eq!(cap.len(), cross.len(), "{file} {t}: the same windows");
             assert_eq!(cap.len(), stock.len(), "{file} {t}: the same windows");
+            assert_eq!(cap.len(), dup.len(), "{file} {t}: the same windows");
             let median = |x: &[f64]| {
                 let mut x = x.to_vec();
                 x.sort_by(f64::total_cmp);
@@ -271,14 +288,36 @@ fn capacity_aware_cross_layer_on_real_cellular_traces() {
             };
             let (bc, wc) = tally(cross);
             let (bs, ws) = tally(stock);
+            let within = |x: &[f64]| x.iter().filter(|&&d| d <= 100.0).count();
             eprintln!(
-                "{file} {t}: median p99 stock {:.0} cross {:.0} cap {:.0} ms; cap vs cross \
-                 +{bc} -{wc}, vs stock +{bs} -{ws} of {} windows",
+                "{file} {t}: median p99 stock {:.0} cross {:.0} cap {:.0} dup {:.0} ms; cap vs \
+                 cross +{bc} -{wc}, vs stock +{bs} -{ws} of {} windows; ≤ 100 ms: stock {} \
+                 cross {} cap {} dup {}",
                 median(stock),
                 median(cross),
                 median(cap),
-                cap.len()
+                median(dup),
+                cap.len(),
+                within(stock),
+                within(cross),
+                within(cap),
+                within(dup),
             );
+            assert!(median(dup) <= median(stock), "{file} {t}");
+            if (k, t) == (1, "tmobile") {
+                assert!(median(dup) <= 1.005 * median(cross), "{file} {t}");
+            } else {
+                assert!(median(dup) <= median(cross), "{file} {t}");
+            }
+            if t == "tmobile" {
+                assert!(
+                    within(dup) >= DUP_TMOBILE_WITHIN[k] && within(dup) > within(cap),
+                    "{file}: dup ≤ 100 ms in {} of {} windows, cap in {}",
+                    within(dup),
+                    dup.len(),
+                    within(cap)
+                );
+            }
             assert!(median(cap) <= median(stock), "{file} {t}");
             assert!(median(cap) <= median(cross), "{file} {t}");
             assert!(

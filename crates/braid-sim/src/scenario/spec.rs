@@ -223,7 +223,8 @@ pub struct PmSpec {
     pub remove_weak: bool,
     pub same_subnet: bool,
     pub hmm: Option<HmmSpec>,
-    /// The capacity estimate of modes `cross-cap` and `cross-backup-cap` (defaults if absent).
+    /// The capacity estimate of modes `cross-cap`, `cross-backup-cap` and their `…-dup`
+    /// variants (defaults if absent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacitySpec>,
 }
