@@ -40,6 +40,9 @@ pub enum Endpoint {
     /// own scheduler and reinjection, the variant's congestion control; the application over
     /// MPTCP sockets.
     Mptcp,
+    /// Kernel MPTCP as [`Endpoint::Mptcp`], the client's subflows managed by `braid pm` (the
+    /// userspace path manager) with the variant's `pm.mode` instead of the in-kernel one.
+    Pm,
 }
 
 impl Endpoint {
@@ -48,7 +51,7 @@ impl Endpoint {
     pub fn unmeasured(self) -> &'static [&'static str] {
         match self {
             Endpoint::Tunnel => &[],
-            Endpoint::Mptcp => &[
+            Endpoint::Mptcp | Endpoint::Pm => &[
                 "reinjections",
                 "reinjection_rate_pct",
                 "duplicate_mb",
@@ -62,11 +65,16 @@ impl Endpoint {
     pub fn runs(self, v: &Variant) -> bool {
         match self {
             Endpoint::Tunnel => true,
-            Endpoint::Mptcp => {
+            Endpoint::Mptcp | Endpoint::Pm => {
                 let c = &v.scenario.connection;
                 c.reinjection == "stock" && c.scheduler == "minrtt"
             }
         }
+    }
+
+    /// Kernel MPTCP carries the application (with either path manager).
+    pub fn kernel(self) -> bool {
+        matches!(self, Endpoint::Mptcp | Endpoint::Pm)
     }
 }
 
@@ -76,7 +84,10 @@ impl std::str::FromStr for Endpoint {
         match s {
             "tunnel" => Ok(Endpoint::Tunnel),
             "mptcp" => Ok(Endpoint::Mptcp),
-            _ => Err(format!("unknown endpoint `{s}` (allowed: tunnel, mptcp)")),
+            "pm" => Ok(Endpoint::Pm),
+            _ => Err(format!(
+                "unknown endpoint `{s}` (allowed: tunnel, mptcp, pm)"
+            )),
         }
     }
 }
@@ -162,7 +173,7 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
                 "remove_weak and same_subnet are not applied by the lab's endpoints",
             );
         }
-        if s.tunnel.is_some() && endpoint == Endpoint::Mptcp {
+        if s.tunnel.is_some() && endpoint.kernel() {
             return at(
                 "tunnel",
                 "the kernel MPTCP endpoint runs no tunnel: use --endpoint tunnel",
@@ -177,7 +188,7 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
                     );
                 }
             }
-            Endpoint::Mptcp => {
+            Endpoint::Mptcp | Endpoint::Pm => {
                 let d = ConnectionSpec::default();
                 if !matches!(s.connection.congestion.as_str(), "cubic" | "newreno") {
                     return at(
@@ -489,17 +500,33 @@ impl Tunnel {
                 l.backup
             ));
         }
-        let gateway = spawn(&opts.braid, &net.server, "gateway", dir, &gateway)?;
+        let gateway = spawn(
+            &opts.braid,
+            &net.server,
+            &["tunnel", "gateway"],
+            "gateway",
+            dir,
+            &gateway,
+        )?;
         wait_status(
+            "braid tunnel gateway",
             &gw_control,
             &gateway,
             Duration::from_secs(10),
             &opts.interrupted,
             |_| true,
         )?;
-        let client = spawn(&opts.braid, &net.client, "client", dir, &client)?;
+        let client = spawn(
+            &opts.braid,
+            &net.client,
+            &["tunnel", "client"],
+            "client",
+            dir,
+            &client,
+        )?;
         let n = v.scenario.links.len();
         wait_status(
+            "braid tunnel client",
             &client_control,
             &client,
             Duration::from_secs(15),
@@ -537,12 +564,14 @@ impl Tunnel {
     }
 }
 
-/// Kernel MPTCP: client links as subflow endpoints of the in-kernel path manager, each source
-/// address routed over its own link (policy routing), the server reachable at its link-0
-/// address.
+/// Kernel MPTCP: client links as subflow endpoints of the in-kernel path manager, or managed
+/// by `braid pm` (the userspace path manager), each source address routed over its own link
+/// (policy routing), the server reachable at its link-0 address.
 struct Mptcp {
     links: usize,
     backup: Vec<bool>,
+    /// `braid pm` and its control socket, when it manages the client's subflows.
+    pm: Option<(Daemon, PathBuf)>,
 }
 
 /// The endpoint's table of per-source routes for link `i`.
@@ -551,11 +580,17 @@ fn route_table(i: usize) -> String {
 }
 
 impl Mptcp {
-    fn start(net: &Net, v: &Variant) -> io::Result<Mptcp> {
+    /// With `pm` (the run's options and directory), `braid pm` manages the client's subflows.
+    fn start(net: &Net, v: &Variant, pm: Option<(&Options, &Path)>) -> io::Result<Mptcp> {
         for ns in [&net.client, &net.server] {
             ns.exec(&["sysctl", "-qw", "net.mptcp.enabled=1"])?;
-            ns.exec(&["sysctl", "-qw", "net.mptcp.path_manager=kernel"])
-                .or_else(|_| ns.exec(&["sysctl", "-qw", "net.mptcp.pm_type=0"]))?;
+            let (name, number) = if pm.is_some() && std::ptr::eq(ns, &net.client) {
+                ("userspace", "1")
+            } else {
+                ("kernel", "0")
+            };
+            ns.exec(&["sysctl", "-qw", &format!("net.mptcp.path_manager={name}")])
+                .or_else(|_| ns.exec(&["sysctl", "-qw", &format!("net.mptcp.pm_type={number}")]))?;
             ns.ip(&[
                 "mptcp",
                 "limits",
@@ -566,9 +601,10 @@ impl Mptcp {
                 "8",
             ])?;
         }
-        let m = Mptcp {
+        let mut m = Mptcp {
             links: v.scenario.links.len(),
             backup: v.scenario.links.iter().map(|l| l.backup).collect(),
+            pm: None,
         };
         for i in 0..m.links {
             let table = route_table(i);
@@ -583,9 +619,58 @@ impl Mptcp {
                 "table",
                 &table,
             ])?;
-            m.endpoint_add(net, i)?;
+            if pm.is_none() {
+                m.endpoint_add(net, i)?;
+            }
+        }
+        if let Some((opts, dir)) = pm {
+            m.pm = Some(Self::start_pm(net, v, opts, dir, &m.backup)?);
         }
         Ok(m)
+    }
+
+    /// `braid pm` in the client's namespace: the variant's mode (`auto` as in the simulator:
+    /// backup mode when a link is a backup, else full mesh), one managed interface per link
+    /// with its backup flag.
+    fn start_pm(
+        net: &Net,
+        v: &Variant,
+        opts: &Options,
+        dir: &Path,
+        backup: &[bool],
+    ) -> io::Result<(Daemon, PathBuf)> {
+        let mode = match v.scenario.pm.mode.as_str() {
+            "auto" if backup.contains(&true) => "backup",
+            "auto" => "fullmesh",
+            m => m,
+        };
+        let control = dir.join("pm.sock");
+        let mut config = format!("mode = \"{mode}\"\ncontrol = \"{}\"\n", control.display());
+        for (i, b) in backup.iter().enumerate() {
+            config.push_str(&format!("\n[[iface]]\nname = \"c{i}\"\nbackup = {b}\n"));
+        }
+        let d = spawn(&opts.braid, &net.client, &["pm"], "pm", dir, &config)?;
+        wait_status(
+            "braid pm",
+            &control,
+            &d,
+            Duration::from_secs(10),
+            &opts.interrupted,
+            |_| true,
+        )?;
+        Ok((d, control))
+    }
+
+    fn alive(&mut self) -> io::Result<()> {
+        if let Some((d, _)) = &mut self.pm
+            && let Ok(Some(st)) = d.child.try_wait()
+        {
+            return Err(io::Error::other(format!(
+                "braid pm exited ({st}): {}",
+                d.log_tail()
+            )));
+        }
+        Ok(())
     }
 
     fn endpoint_add(&self, net: &Net, i: usize) -> io::Result<()> {
@@ -603,9 +688,12 @@ impl Mptcp {
 
     /// The client's address on link `i` goes (a network manager removing it): the in-kernel
     /// path manager closes its subflows and announces the removal.
+    /// With `braid pm`, the address alone goes: the daemon hears it from the kernel.
     fn addr_gone(&self, net: &Net, i: usize) -> io::Result<()> {
-        let id = (i + 1).to_string();
-        net.client.ip(&["mptcp", "endpoint", "delete", "id", &id])?;
+        if self.pm.is_none() {
+            let id = (i + 1).to_string();
+            net.client.ip(&["mptcp", "endpoint", "delete", "id", &id])?;
+        }
         client_address(net, i, "del")
     }
 
@@ -621,6 +709,9 @@ impl Mptcp {
             "table",
             &table,
         ])?;
+        if self.pm.is_some() {
+            return Ok(());
+        }
         self.endpoint_add(net, i)
     }
 }
@@ -675,7 +766,8 @@ impl Ends {
     fn alive(&mut self) -> io::Result<()> {
         match self {
             Ends::Tunnel(t) => t.alive(),
-            Ends::Mptcp(_) | Ends::Direct => Ok(()),
+            Ends::Mptcp(m) => m.alive(),
+            Ends::Direct => Ok(()),
         }
     }
 
@@ -716,14 +808,23 @@ impl Ends {
     }
 }
 
-fn spawn(braid: &Path, ns: &NetNs, role: &str, dir: &Path, config: &str) -> io::Result<Daemon> {
-    let cfg = dir.join(format!("{role}.toml"));
+/// Starts `braid ARGS… --config DIR/NAME.toml` in `ns`, its log in `DIR/NAME.log`.
+fn spawn(
+    braid: &Path,
+    ns: &NetNs,
+    args: &[&str],
+    name: &str,
+    dir: &Path,
+    config: &str,
+) -> io::Result<Daemon> {
+    let cfg = dir.join(format!("{name}.toml"));
     std::fs::write(&cfg, config)?;
-    let log = dir.join(format!("{role}.log"));
+    let log = dir.join(format!("{name}.log"));
     let child = Command::new("ip")
         .args(["netns", "exec", &ns.name])
         .arg(braid)
-        .args(["tunnel", role, "--config"])
+        .args(args)
+        .arg("--config")
         .arg(&cfg)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log)?)
@@ -736,6 +837,7 @@ fn status(control: &Path) -> Option<Value> {
 }
 
 fn wait_status(
+    what: &str,
     control: &Path,
     d: &Daemon,
     within: Duration,
@@ -754,7 +856,7 @@ fn wait_status(
         }
         if t0.elapsed() > within {
             return Err(io::Error::other(format!(
-                "braid tunnel not ready within {within:?}: {}",
+                "{what} not ready within {within:?}: {}",
                 d.log_tail()
             )));
         }
@@ -783,6 +885,17 @@ fn keep_run(
         ) {
             std::fs::copy(&p, to.join(e.file_name()))?;
         }
+    }
+    if let Ends::Mptcp(Mptcp {
+        pm: Some((_, control)),
+        ..
+    }) = ends
+        && let Some(st) = status(control)
+    {
+        std::fs::write(
+            to.join("status-pm.json"),
+            serde_json::to_string_pretty(&st).unwrap_or_default(),
+        )?;
     }
     if let Ends::Tunnel(t) = ends {
         for (role, control) in [
@@ -847,7 +960,8 @@ fn run_once(
     let mut ends = match opts.endpoint {
         Endpoint::Tunnel if direct => Ends::Direct,
         Endpoint::Tunnel => Ends::Tunnel(Tunnel::start(&net, v, opts, &dir)?),
-        Endpoint::Mptcp => Ends::Mptcp(Mptcp::start(&net, v)?),
+        Endpoint::Mptcp => Ends::Mptcp(Mptcp::start(&net, v, None)?),
+        Endpoint::Pm => Ends::Mptcp(Mptcp::start(&net, v, Some((opts, dir.as_path())))?),
     };
     setup.stop()?;
     let stop_us = s
@@ -867,7 +981,7 @@ fn run_once(
     // The listener stays open for the run: MPTCP's joins (MP_JOIN SYNs) reach the connection
     // through it.
     let mut _listener = None;
-    let mptcp = opts.endpoint == Endpoint::Mptcp;
+    let mptcp = opts.endpoint.kernel();
     // The application's TCP: the scenario's algorithm on kernel MPTCP; an unmodified host's
     // usual CUBIC through the tunnel (the tunnel's connection runs the scenario's), or
     // `[tunnel]`'s.
@@ -1125,7 +1239,7 @@ fn run_once(
     };
     let link_bytes: Vec<u64> = (0..n)
         .map(|i| {
-            if opts.endpoint == Endpoint::Mptcp {
+            if opts.endpoint.kernel() {
                 // The kernel's per-subflow counts are not exposed: IP bytes the link carried.
                 return data_dir(&emu_links[i].1);
             }

@@ -246,8 +246,11 @@ impl ConnAdapter {
                 subflow, backup, ..
             } => {
                 let id = PathId(subflow.0 as u32);
-                match local_of(conn, id) {
-                    Some(local) if conn.set_backup(id, backup).is_ok() => Applied::Backup {
+                // A path that already has the flag (the connection's first path, opened on a
+                // backup link by the endpoint itself) is left as it is: nothing is applied.
+                match conn.path(id).map(|p| (p.local, p.backup)) {
+                    Some((_, b)) if b == backup => Applied::Nothing,
+                    Some((local, _)) if conn.set_backup(id, backup).is_ok() => Applied::Backup {
                         path: id,
                         local,
                         backup,

@@ -470,6 +470,14 @@ impl Manager {
                 if existing.is_empty() {
                     self.create(c, iface, role_backup, reason);
                 }
+                // The connection's first subflow is the application's, opened without the
+                // interface's role: a backup interface's is flagged once it is known.
+                for s in existing
+                    .iter()
+                    .filter(|s| s.id.is_some() && s.backup != role_backup)
+                {
+                    self.set_backup(c, s, role_backup, reason);
+                }
             }
             Mode::CrossLayer | Mode::CrossLayerCapacity | Mode::CrossLayerDuplicate => {
                 if good {

@@ -18,8 +18,9 @@ pub struct LabArgs {
     /// Override a scenario value, e.g. --set duration=40s --set schedule.0.count=3.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
-    /// The real endpoints: `tunnel` (braid tunnel client and gateway) or `mptcp` (kernel MPTCP,
-    /// in-kernel path manager; runs the stock/minrtt variants).
+    /// The real endpoints: `tunnel` (braid tunnel client and gateway), `mptcp` (kernel MPTCP,
+    /// in-kernel path manager; runs the stock/minrtt variants) or `pm` (kernel MPTCP, the
+    /// client's subflows managed by `braid pm` with the variant's `pm.mode`).
     #[arg(long, default_value = "tunnel", value_name = "KIND")]
     endpoint: String,
     /// Print the results as JSON (the keys of `braid sim --json`) instead of a table.

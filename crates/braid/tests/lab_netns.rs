@@ -1,7 +1,8 @@
 //! `braid lab` as a user runs it (root): scenario E3 shortened with `--set`, on the braid
 //! tunnel and on kernel MPTCP, beside `braid sim` on the same file; Ctrl-C in the middle of a
-//! run leaves no namespace and no process behind. The runs are real time and share the
-//! machine's two cores: one at a time.
+//! run leaves no namespace and no process behind; kernel MPTCP with `braid pm` (`--endpoint
+//! pm`) on E2's backup variant. The runs are real time and share the machine's two cores: one
+//! at a time.
 
 mod netns;
 
@@ -319,4 +320,74 @@ fn seed_003_through_real_daemons_with_iperf3() {
         h <= 0.5 * t,
         "E12 in the lab at 5 % loss: HYA 1:1 {h:.2} against the tunnel's {t:.2} Mbit/s"
     );
+}
+
+/// `--endpoint pm`: kernel MPTCP with `braid pm` managing the client's subflows. E2's backup
+/// variant (vlc1 a standby link, vlc2 blocked for good at 10 s), shortened to 14 s: braid pm
+/// flags the subflow of the backup link as backup (the connection's first subflow, which the
+/// application opens over vlc1, included), so vlc1 carries the upload only after the blockage;
+/// the run completes and braid pm reports no failed kernel request.
+#[test]
+fn braid_pm_endpoint_keeps_the_backup_link_for_the_blockage() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_root() {
+        return;
+    }
+    let text = std::fs::read_to_string(root_dir().join("scenarios/e2-blockage.toml")).unwrap();
+    let base = &text[..text.find("[[variant]]").expect("variants")];
+    let backup = &text[text
+        .find("[[variant]]\nname = \"backup\"")
+        .expect("backup variant")..];
+    let dir = std::env::temp_dir().join(format!("braid-lab-pm-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("e2-backup.toml");
+    std::fs::write(&file, format!("{base}{backup}")).unwrap();
+    let keep = dir.join("keep");
+    let out = braid(&[
+        "lab",
+        file.to_str().unwrap(),
+        "--endpoint",
+        "pm",
+        "--set",
+        "duration=14s",
+        "--reps",
+        "1",
+        "--json",
+        "-q",
+        "--keep",
+        keep.to_str().unwrap(),
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let m = &v["variants"][0]["metrics"];
+    let med = |k: &str| m[k]["median"].as_f64().unwrap_or(f64::NAN);
+    let (total, vlc1, outage) = (
+        med("throughput_mbps"),
+        med("link.vlc1.throughput_mbps"),
+        med("outage_ms"),
+    );
+    let status: Value = serde_json::from_str(
+        &std::fs::read_to_string(keep.join("backup-seed1/status-pm.json")).expect("pm status"),
+    )
+    .unwrap();
+    eprintln!(
+        "E2 backup through braid pm: throughput {total:.1} Mbit/s, vlc1 {vlc1:.1}, outage {outage:.1} ms; braid pm stats {}",
+        status["stats"]
+    );
+    assert!(
+        total > 50.0 && outage.is_finite(),
+        "the upload goes on over vlc1 after the blockage: {total:.1} Mbit/s, outage {outage} ms"
+    );
+    // 3 s warm-up to 14 s: vlc1 idle for 7 s, then carrying everything for 4 s (≈ 0.3 of the
+    // bytes); an active vlc1 carries about 0.7 of them.
+    assert!(
+        vlc1 < 0.5 * total,
+        "vlc1 is a backup: it carried {vlc1:.1} of {total:.1} Mbit/s"
+    );
+    assert!(
+        status["stats"]["backup_set"].as_u64() >= Some(1),
+        "{status:#}"
+    );
+    assert_eq!(status["stats"]["kernel_request_errors"], 0, "{status:#}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -644,7 +644,17 @@ fn lab_refuses_what_it_cannot_emulate_by_key() {
         (
             "e3-rtt-below-rtomin.toml",
             &["--endpoint", "quic"],
-            "unknown endpoint `quic` (allowed: tunnel, mptcp)",
+            "unknown endpoint `quic` (allowed: tunnel, mptcp, pm)",
+        ),
+        (
+            "e3-rtt-below-rtomin.toml",
+            &["--endpoint", "pm", "--set", "connection.rto_min=100ms"],
+            "connection.rto_min: kernel MPTCP keeps its own 200 ms",
+        ),
+        (
+            "e11-tunnel-aggregation.toml",
+            &["--endpoint", "pm"],
+            "tunnel: the kernel MPTCP endpoint runs no tunnel",
         ),
     ];
     for (file, args, want) in cases {

@@ -178,6 +178,11 @@ fn commands_for_other_connections_and_unknown_paths_do_nothing() {
             backup: true
         }
     );
+    // Already a backup: nothing applied (no decision recorded, nothing told to the peer).
+    assert_eq!(
+        a.execute(ms(2), &mut c, &mut pm, &backup, |_| true),
+        Applied::Nothing
+    );
     let dup = Command::SetDuplicate {
         conn: ConnId(1),
         subflow: SubflowId(0),

@@ -149,6 +149,22 @@ fn backup_mode_flags_the_configured_interface() {
     assert!(cmds.iter().any(
         |c| matches!(c, Command::CreateSubflow { iface, backup: false, .. } if *iface == WLAN)
     ));
+    // The connection's first subflow is on the backup interface (LTE), opened by the
+    // application without the flag: the manager flags it, once.
+    let flags = |cmds: &[Command]| {
+        cmds.iter()
+            .filter(|c| {
+                **c == Command::SetBackup {
+                    conn: C,
+                    subflow: SubflowId(100),
+                    backup: true,
+                }
+            })
+            .count()
+    };
+    assert_eq!(flags(&cmds), 1, "{cmds:?}");
+    established(&mut m, 10, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    assert_eq!(flags(&drain(&mut m)), 0);
 }
 
 #[test]
