@@ -22,8 +22,10 @@ use braid_core::stats::ConnectionStats;
 use braid_mptcp::netns::NetNs;
 use braid_sim::metrics;
 use braid_sim::runner::{PlanResult, RunResult, VariantResult};
-use braid_sim::scenario::{Action, AppDirection, AppKind, ConnectionSpec, Plan, Variant};
-use braid_sim::world::{FlowRecord, LossEvent, RunRecord, Sample};
+use braid_sim::scenario::{
+    Action, AddressPolicy, AppDirection, AppKind, ConnectionSpec, Plan, Variant,
+};
+use braid_sim::world::{Beacon, FlowRecord, LossEvent, RunRecord, Sample, radio_beacons};
 
 use crate::app::{self, Clock, SenderState};
 use crate::emu::{Emulator, LinkEvent, LinkSpec};
@@ -47,8 +49,11 @@ pub enum Endpoint {
 
 impl Endpoint {
     /// Metrics this endpoint cannot measure (the kernel does not expose its reinjections per
-    /// connection or per event): left out of the results rather than shown as zero.
+    /// connection or per event; the path manager's decisions and the recovery's first data on
+    /// a link are not recorded by the lab yet): left out of the results rather than shown as
+    /// zero.
     pub fn unmeasured(self) -> &'static [&'static str] {
+        const DECISIONS: [&str; 4] = ["acted_before_break_pct", "lead_ms", "flips", "recovery_ms"];
         match self {
             Endpoint::Tunnel => &[],
             Endpoint::Mptcp | Endpoint::Pm => &[
@@ -56,6 +61,10 @@ impl Endpoint {
                 "reinjection_rate_pct",
                 "duplicate_mb",
                 "ofo_peak_kb",
+                DECISIONS[0],
+                DECISIONS[1],
+                DECISIONS[2],
+                DECISIONS[3],
             ],
         }
     }
@@ -65,10 +74,26 @@ impl Endpoint {
     pub fn runs(self, v: &Variant) -> bool {
         match self {
             Endpoint::Tunnel => true,
-            Endpoint::Mptcp | Endpoint::Pm => {
-                let c = &v.scenario.connection;
-                c.reinjection == "stock" && c.scheduler == "minrtt"
+            Endpoint::Mptcp | Endpoint::Pm => self.skip(v).is_none(),
+        }
+    }
+
+    /// Why a variant does not run on this endpoint.
+    pub fn skip(self, v: &Variant) -> Option<&'static str> {
+        let c = &v.scenario.connection;
+        match self {
+            Endpoint::Tunnel => None,
+            Endpoint::Mptcp | Endpoint::Pm
+                if c.reinjection != "stock" || c.scheduler != "minrtt" =>
+            {
+                Some(
+                    "kernel MPTCP has one scheduler and one reinjection policy, its own (compare it with the simulator's stock/minrtt)",
+                )
             }
+            Endpoint::Mptcp if !in_kernel_mode(v) => Some(
+                "the in-kernel path manager has no cross-layer mode (run it with --endpoint pm)",
+            ),
+            Endpoint::Mptcp | Endpoint::Pm => None,
         }
     }
 
@@ -136,18 +161,35 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
                 if v.name.is_empty() { "-" } else { &v.name }
             ))
         };
-        if s.mobility.is_some() {
-            return at(
-                "mobility",
-                "not emulated by the lab yet (positions, radio and signal replay are simulator-only for now)",
-            );
+        // Radio and signal replays: the simulator's beacons (`radio_beacons`) applied to the
+        // emulated link and fed to braid pm, on the kernel endpoints.
+        let radio = |i: usize| v.radios[i].is_some() || v.signals[i].is_some();
+        if endpoint == Endpoint::Tunnel {
+            if s.mobility.is_some() {
+                return at(
+                    "mobility",
+                    "radio links run on the kernel endpoints (--endpoint pm or mptcp), not yet on the braid tunnel",
+                );
+            }
+            if let Some(i) = (0..s.links.len()).find(|&i| radio(i)) {
+                return at(
+                    &format!("link[{i}].signal"),
+                    "signal replays run on the kernel endpoints (--endpoint pm or mptcp), not yet on the braid tunnel",
+                );
+            }
         }
         for (i, l) in s.links.iter().enumerate() {
-            if l.radio.is_some() {
-                return at(&format!("link[{i}].radio"), "not emulated by the lab yet");
+            if radio(i) && l.address == AddressPolicy::Lose {
+                return at(
+                    &format!("link[{i}].address"),
+                    "a radio link's address is kept by the lab (`lose` is simulator-only for now)",
+                );
             }
-            if l.signal.is_some() {
-                return at(&format!("link[{i}].signal"), "not emulated by the lab yet");
+            if radio(i) && v.timeline.iter().any(|(_, t, _)| *t == i) {
+                return at(
+                    &format!("event (link {})", l.name),
+                    "scripted changes of a radio link are not emulated (its beacons drive it)",
+                );
             }
         }
         if s.links.len() > 8 {
@@ -161,13 +203,21 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
                 );
             }
         }
-        if !matches!(s.pm.mode.as_str(), "auto" | "fullmesh" | "backup") || s.pm.hmm.is_some() {
+        if endpoint == Endpoint::Pm {
+            // braid pm takes every mode; the capacity estimate with its defaults.
+            if s.pm.capacity.is_some() {
+                return at(
+                    "pm.capacity",
+                    "braid pm runs the capacity estimate with its defaults (no setting for it)",
+                );
+            }
+        } else if endpoint == Endpoint::Tunnel && !in_kernel_mode(v) {
             return at(
                 "pm.mode",
-                "the lab's endpoints take auto, fullmesh or backup (cross-layer modes need the signal replay)",
+                "the braid tunnel endpoint takes auto, fullmesh or backup (cross-layer modes: --endpoint pm)",
             );
         }
-        if s.pm.remove_weak || s.pm.same_subnet {
+        if endpoint != Endpoint::Pm && (s.pm.remove_weak || s.pm.same_subnet) {
             return at(
                 "pm",
                 "remove_weak and same_subnet are not applied by the lab's endpoints",
@@ -203,6 +253,12 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The variant's path manager is one the in-kernel path manager (and the tunnel's) can be.
+fn in_kernel_mode(v: &Variant) -> bool {
+    matches!(v.scenario.pm.mode.as_str(), "auto" | "fullmesh" | "backup")
+        && v.scenario.pm.hmm.is_none()
 }
 
 /// A `[connection]` key set away from its default that `braid tunnel` has no setting for.
@@ -255,7 +311,7 @@ pub fn run(
         .count();
     if runnable == 0 {
         return Err(format!(
-            "{}: no variant runs on this endpoint (kernel MPTCP: reinjection stock, scheduler minrtt)",
+            "{}: no variant runs on this endpoint (kernel MPTCP: reinjection stock, scheduler minrtt; the in-kernel path manager: auto, fullmesh or backup)",
             plan.file
         ));
     }
@@ -263,11 +319,8 @@ pub fn run(
     let mut done = 0;
     let mut variants = Vec::new();
     for v in &plan.variants {
-        if !opts.endpoint.runs(v) {
-            eprintln!(
-                "braid lab: variant {} skipped: kernel MPTCP has one scheduler and one reinjection policy, its own (compare it with the simulator's stock/minrtt)",
-                v.name
-            );
+        if let Some(why) = opts.endpoint.skip(v) {
+            eprintln!("braid lab: variant {} skipped: {why}", v.name);
             continue;
         }
         let mut runs = Vec::new();
@@ -394,7 +447,14 @@ impl Net {
         })
     }
 
-    fn emulate(&self, v: &Variant, seed: u64, events: bool) -> io::Result<Emulator> {
+    /// The run's links; with `events`, their timeline and the radio's `beacons` from time zero.
+    fn emulate(
+        &self,
+        v: &Variant,
+        seed: u64,
+        events: bool,
+        beacons: &[Beacon],
+    ) -> io::Result<Emulator> {
         let specs = v
             .links
             .iter()
@@ -406,7 +466,8 @@ impl Net {
                 down: down.clone(),
                 up: up.clone(),
                 events: if events {
-                    v.timeline
+                    let mut e: Vec<(Duration, LinkEvent)> = v
+                        .timeline
                         .iter()
                         .filter(|(_, l, _)| *l == i)
                         .filter_map(|(t, _, a)| match a {
@@ -414,7 +475,10 @@ impl Net {
                             Action::Up | Action::AddrBack => Some((*t, LinkEvent::Up)),
                             _ => None,
                         })
-                        .collect()
+                        .collect();
+                    e.extend(radio_events(v, i, beacons));
+                    e.sort_by_key(|(t, _)| *t);
+                    e
                 } else {
                     Vec::new()
                 },
@@ -423,6 +487,33 @@ impl Net {
             .collect();
         Emulator::start(&self.emu, specs)
     }
+}
+
+/// What the simulator's beacons do to link `i`, as emulator events: its losses and rate follow
+/// the signal (an event when they change), it goes down when its coverage is lost and comes
+/// back with it.
+fn radio_events(v: &Variant, i: usize, beacons: &[Beacon]) -> Vec<(Duration, LinkEvent)> {
+    let adapt = v.radios[i].as_ref().is_some_and(|r| r.adapt_rate);
+    let (mut loss, mut rate) = (None, None);
+    let mut out = Vec::new();
+    for b in beacons.iter().filter(|b| b.link == i) {
+        let Some(e) = b.effect else { continue };
+        if loss != Some(e.per) {
+            out.push((b.t, LinkEvent::Loss(e.per)));
+            loss = Some(e.per);
+        }
+        if adapt && rate != Some(e.rate) {
+            out.push((b.t, LinkEvent::Rate(e.rate)));
+            rate = Some(e.rate);
+        }
+        if b.lost_since.is_some() {
+            out.push((b.t, LinkEvent::Down));
+        }
+        if b.back {
+            out.push((b.t, LinkEvent::Up));
+        }
+    }
+    out
 }
 
 /// The endpoints of a run, up and connected.
@@ -572,6 +663,8 @@ struct Mptcp {
     backup: Vec<bool>,
     /// `braid pm` and its control socket, when it manages the client's subflows.
     pm: Option<(Daemon, PathBuf)>,
+    /// braid pm's signal socket, when the scenario has radio links.
+    signal: Option<PathBuf>,
 }
 
 /// The endpoint's table of per-source routes for link `i`.
@@ -580,8 +673,9 @@ fn route_table(i: usize) -> String {
 }
 
 impl Mptcp {
-    /// With `pm` (the run's options and directory), `braid pm` manages the client's subflows.
-    fn start(net: &Net, v: &Variant, pm: Option<(&Options, &Path)>) -> io::Result<Mptcp> {
+    /// With `pm` (the run's options and directory, and whether the scenario has radio links),
+    /// `braid pm` manages the client's subflows.
+    fn start(net: &Net, v: &Variant, pm: Option<(&Options, &Path, bool)>) -> io::Result<Mptcp> {
         for ns in [&net.client, &net.server] {
             ns.exec(&["sysctl", "-qw", "net.mptcp.enabled=1"])?;
             let (name, number) = if pm.is_some() && std::ptr::eq(ns, &net.client) {
@@ -605,6 +699,7 @@ impl Mptcp {
             links: v.scenario.links.len(),
             backup: v.scenario.links.iter().map(|l| l.backup).collect(),
             pm: None,
+            signal: None,
         };
         for i in 0..m.links {
             let table = route_table(i);
@@ -623,31 +718,58 @@ impl Mptcp {
                 m.endpoint_add(net, i)?;
             }
         }
-        if let Some((opts, dir)) = pm {
-            m.pm = Some(Self::start_pm(net, v, opts, dir, &m.backup)?);
+        if let Some((opts, dir, radio)) = pm {
+            let signal = radio.then(|| dir.join("signal.sock"));
+            m.pm = Some(Self::start_pm(net, v, opts, dir, signal.as_deref())?);
+            m.signal = signal;
         }
         Ok(m)
     }
 
-    /// `braid pm` in the client's namespace: the variant's mode (`auto` as in the simulator:
-    /// backup mode when a link is a backup, else full mesh), one managed interface per link
-    /// with its backup flag.
+    /// `braid pm` in the client's namespace: the variant's path manager (`auto` as in the
+    /// simulator: backup mode when a link is a backup, else full mesh), one managed interface
+    /// per link with its backup flag and signal settings, signal samples on `signal`.
     fn start_pm(
         net: &Net,
         v: &Variant,
         opts: &Options,
         dir: &Path,
-        backup: &[bool],
+        signal: Option<&Path>,
     ) -> io::Result<(Daemon, PathBuf)> {
-        let mode = match v.scenario.pm.mode.as_str() {
-            "auto" if backup.contains(&true) => "backup",
+        let pm = &v.scenario.pm;
+        let links = &v.scenario.links;
+        let mode = match pm.mode.as_str() {
+            "auto" if links.iter().any(|l| l.backup) => "backup",
             "auto" => "fullmesh",
             m => m,
         };
         let control = dir.join("pm.sock");
-        let mut config = format!("mode = \"{mode}\"\ncontrol = \"{}\"\n", control.display());
-        for (i, b) in backup.iter().enumerate() {
-            config.push_str(&format!("\n[[iface]]\nname = \"c{i}\"\nbackup = {b}\n"));
+        let mut config = format!(
+            "mode = \"{mode}\"\nremove_weak = {}\nsame_subnet = {}\ncontrol = \"{}\"\n",
+            pm.remove_weak,
+            pm.same_subnet,
+            control.display()
+        );
+        if let Some(sock) = signal {
+            config.push_str(&format!("\n[signal]\nsocket = \"{}\"\n", sock.display()));
+        }
+        if let Some(h) = &pm.hmm {
+            config.push_str(&format!(
+                "\n[hmm]\ninterval_ms = {}\nwindow = {}\ngood_margin_db = {}\nbad_margin_db = {}\n",
+                h.interval.0.as_millis().max(1),
+                h.window,
+                h.good_margin_db,
+                h.bad_margin_db
+            ));
+        }
+        for (i, l) in links.iter().enumerate() {
+            config.push_str(&format!(
+                "\n[[iface]]\nname = \"c{i}\"\nbackup = {}\nalpha = {}\nhysteresis_db = {}\n",
+                l.backup, l.alpha, l.hysteresis_db
+            ));
+            if let Some(t) = l.threshold_dbm {
+                config.push_str(&format!("threshold_dbm = {t}\n"));
+            }
         }
         let d = spawn(&opts.braid, &net.client, &["pm"], "pm", dir, &config)?;
         wait_status(
@@ -699,8 +821,19 @@ impl Mptcp {
 
     fn addr_back(&self, net: &Net, i: usize) -> io::Result<()> {
         client_address(net, i, "add")?;
-        let table = route_table(i);
-        net.client.ip(&[
+        client_route(net, i)?;
+        if self.pm.is_some() {
+            return Ok(());
+        }
+        self.endpoint_add(net, i)
+    }
+}
+
+/// The client's per-source route of link `i` (gone when its interface or address went).
+fn client_route(net: &Net, i: usize) -> io::Result<()> {
+    let table = route_table(i);
+    net.client
+        .ip(&[
             "route",
             "replace",
             "default",
@@ -708,11 +841,67 @@ impl Mptcp {
             &format!("c{i}"),
             "table",
             &table,
-        ])?;
-        if self.pm.is_some() {
-            return Ok(());
+        ])
+        .map(|_| ())
+}
+
+/// Signal samples sent to braid pm's signal socket at their times (a thread; stopped and
+/// joined on drop).
+struct SignalFeed {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SignalFeed {
+    fn start(
+        sock: PathBuf,
+        beacons: &[Beacon],
+        zero: Instant,
+        abort: Arc<AtomicBool>,
+    ) -> io::Result<SignalFeed> {
+        let samples: Vec<(Duration, String)> = beacons
+            .iter()
+            .filter(|b| b.heard())
+            .map(|b| {
+                (
+                    b.t,
+                    serde_json::json!({ "iface": format!("c{}", b.link), "rssi_dbm": b.rss })
+                        .to_string(),
+                )
+            })
+            .collect();
+        let out = std::os::unix::net::UnixDatagram::unbound()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let halt = stop.clone();
+        let thread = std::thread::spawn(move || {
+            for (t, line) in samples {
+                loop {
+                    if halt.load(Ordering::Relaxed) || abort.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let left = (zero + t).saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    std::thread::sleep(left.min(Duration::from_millis(50)));
+                }
+                // braid pm counts what it could not take; a sample it missed is not resent.
+                let _ = out.send_to(line.as_bytes(), &sock);
+            }
+        });
+        Ok(SignalFeed {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for SignalFeed {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
-        self.endpoint_add(net, i)
     }
 }
 
@@ -939,6 +1128,9 @@ enum Step {
     /// `remove_addr_delay`, as in the simulator).
     AddrGone(usize),
     AddrBack(usize),
+    /// The client's interface on the link goes down (its radio's coverage is lost) and up.
+    IfaceDown(usize),
+    IfaceUp(usize),
 }
 
 fn run_once(
@@ -955,13 +1147,19 @@ fn run_once(
     let _dir = TempDir(dir.clone());
     let net = Net::build(n)?;
     // Set-up runs over the links without their schedule; the run's emulation starts after.
-    let setup = net.emulate(v, seed, false)?;
+    // The radio links' beacons, as the simulator computes them for this seed.
+    let beacons = radio_beacons(v, seed);
+    let setup = net.emulate(v, seed, false, &[])?;
     let direct = s.tunnel.is_some() && v.tunnel.is_none();
     let mut ends = match opts.endpoint {
         Endpoint::Tunnel if direct => Ends::Direct,
         Endpoint::Tunnel => Ends::Tunnel(Tunnel::start(&net, v, opts, &dir)?),
         Endpoint::Mptcp => Ends::Mptcp(Mptcp::start(&net, v, None)?),
-        Endpoint::Pm => Ends::Mptcp(Mptcp::start(&net, v, Some((opts, dir.as_path())))?),
+        Endpoint::Pm => Ends::Mptcp(Mptcp::start(
+            &net,
+            v,
+            Some((opts, dir.as_path(), !beacons.is_empty())),
+        )?),
     };
     setup.stop()?;
     let stop_us = s
@@ -994,7 +1192,7 @@ fn run_once(
     };
     let (app_sender, receiver) = if opts.iperf3 {
         let (server, _) = ends.app_addrs(AppDirection::Up);
-        emu = net.emulate(v, seed, true)?;
+        emu = net.emulate(v, seed, true, &beacons)?;
         let run = app::Iperf3 {
             server_ns: net.server.name.clone(),
             client_ns: net.client.name.clone(),
@@ -1031,7 +1229,7 @@ fn run_once(
             Ok(s.into())
         })?;
         let tx = send_ns.run(move || UdpSocket::bind(from))?;
-        emu = net.emulate(v, seed, true)?;
+        emu = net.emulate(v, seed, true, &beacons)?;
         let clock = Clock(emu.started());
         (
             app::udp_sender(
@@ -1056,7 +1254,7 @@ fn run_once(
             s.listen(4)?;
             Ok(s.into())
         })?;
-        emu = net.emulate(v, seed, true)?;
+        emu = net.emulate(v, seed, true, &beacons)?;
         let clock = Clock(emu.started());
         let cc2 = cc.to_string();
         let client_sock = net.client.run(move || -> io::Result<TcpStream> {
@@ -1091,6 +1289,18 @@ fn run_once(
             ),
         )
     };
+    // braid pm hears every sample the simulator's path manager hears, at its time.
+    let _feed = match &ends {
+        Ends::Mptcp(Mptcp {
+            signal: Some(sock), ..
+        }) => Some(SignalFeed::start(
+            sock.clone(),
+            &beacons,
+            emu.started(),
+            abort.clone(),
+        )?),
+        _ => None,
+    };
     // The run's own steps, by time.
     let mut steps: Vec<(Duration, Step)> = Vec::new();
     for (t, l, a) in &v.timeline {
@@ -1102,12 +1312,29 @@ fn run_once(
             _ => {}
         }
     }
+    // A cross-layer braid pm hears the radio's coverage (as in the simulator, a stock path
+    // manager does not): the client's interface goes down and comes back with it.
+    if opts.endpoint == Endpoint::Pm && v.pm.mode.uses_signal() {
+        for b in &beacons {
+            if b.lost_since.is_some() {
+                steps.push((b.t, Step::IfaceDown(b.link)));
+            }
+            if b.back {
+                steps.push((b.t, Step::IfaceUp(b.link)));
+            }
+        }
+    }
     steps.sort_by_key(|(t, _)| *t);
     let mut losses: Vec<(Duration, usize)> = v
         .timeline
         .iter()
         .filter(|(_, _, a)| matches!(a, Action::Down | Action::AddrLost))
         .map(|(t, l, _)| (*t, *l))
+        .chain(
+            beacons
+                .iter()
+                .filter_map(|b| b.lost_since.map(|since| (since, b.link))),
+        )
         .collect();
     losses.sort_by_key(|(t, _)| *t);
     let mut backs: Vec<(Duration, usize)> = v
@@ -1115,6 +1342,7 @@ fn run_once(
         .iter()
         .filter(|(_, _, a)| matches!(a, Action::Up | Action::AddrBack))
         .map(|(t, l, _)| (*t, *l))
+        .chain(beacons.iter().filter(|b| b.back).map(|b| (b.t, b.link)))
         .collect();
     backs.sort_by_key(|(t, _)| *t);
     let (mut next_step, mut next_loss, mut next_back) = (0, 0, 0);
@@ -1162,6 +1390,11 @@ fn run_once(
             match step {
                 Step::AddrGone(i) => ends.addr_gone(&net, i)?,
                 Step::AddrBack(i) => ends.addr_back(&net, i)?,
+                Step::IfaceDown(i) => client_link(&net, i, "down")?,
+                Step::IfaceUp(i) => {
+                    client_link(&net, i, "up")?;
+                    client_route(&net, i)?;
+                }
             }
             next_step += 1;
         }

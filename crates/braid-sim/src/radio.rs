@@ -108,6 +108,71 @@ impl RadioSpec {
     }
 }
 
+/// What one signal sample does to a link: whether packets get through at all (above the
+/// cut-off), the PHY rate (never below the table's slowest entry) and the packet error rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Effect {
+    pub audible: bool,
+    pub rate: f64,
+    pub per: f64,
+}
+
+impl RadioSpec {
+    pub fn effect(&self, rss: f64) -> Effect {
+        let audible = rss >= self.cutoff_dbm;
+        Effect {
+            audible,
+            rate: self.rate(rss).max(self.rates.last().map_or(1e6, |x| x.1)),
+            per: if audible { self.per(rss) } else { 1.0 },
+        }
+    }
+}
+
+/// Beacons below (above) the cut-off before a link counts as out of (back in) coverage: 1 s
+/// at 10 Hz, a beacon-loss timeout.
+pub const LOSS_BEACONS: u32 = 10;
+pub const BACK_BEACONS: u32 = 10;
+
+/// A link's coverage from its beacons: lost after [`LOSS_BEACONS`] inaudible ones in a row,
+/// back after [`BACK_BEACONS`] audible ones (the simulator's and the lab's).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Coverage {
+    below: u32,
+    above_run: u32,
+}
+
+/// What a beacon did to a link's coverage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoverageChange {
+    None,
+    Lost,
+    Back,
+}
+
+impl Coverage {
+    /// Counts a beacon heard (`audible`) or not on a link that is `covered` now: whether it
+    /// starts a run below the cut-off (a loss is dated from there), and the change it makes.
+    pub fn count(&mut self, audible: bool, covered: bool) -> (bool, CoverageChange) {
+        let mut first_below = false;
+        if audible {
+            self.below = 0;
+            self.above_run += 1;
+        } else {
+            self.above_run = 0;
+            self.below += 1;
+            first_below = self.below == 1;
+        }
+        let change = if covered && self.below >= LOSS_BEACONS {
+            CoverageChange::Lost
+        } else if !covered && self.above_run >= BACK_BEACONS {
+            CoverageChange::Back
+        } else {
+            CoverageChange::None
+        };
+        (first_below, change)
+    }
+}
+
 /// Correlated shadowing along a trajectory.
 #[derive(Debug)]
 pub struct Shadowing {

@@ -7,16 +7,15 @@ use std::time::Duration;
 
 use braid_core::{AddrId, Instant};
 use braid_pm as pm;
-use rand::RngExt;
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64Mcg;
 
+use super::net::Radio;
 use super::{Kind, World};
+use crate::mobility::Mobility;
+use crate::radio::{Coverage, CoverageChange, Effect, Shadowing};
 use crate::record::LossEvent;
-use crate::scenario::{Action, AddressPolicy};
-
-/// Beacons below (above) the cut-off before the link counts as out of (back in) coverage: 1 s
-/// at 10 Hz, a beacon-loss timeout.
-const LOSS_BEACONS: u32 = 10;
-const BACK_BEACONS: u32 = 10;
+use crate::scenario::{Action, AddressPolicy, SignalSeries, Variant};
 
 impl World<'_> {
     pub(super) fn action(&mut self, i: usize) {
@@ -143,12 +142,7 @@ impl World<'_> {
             .map_or(Duration::from_secs(1), |r| r.spec.beacon);
         if let Some(r) = &self.links[l].radio {
             // Packets follow the instantaneous signal; below the cut-off none gets through.
-            let audible = rss >= r.spec.cutoff_dbm;
-            let rate = r
-                .spec
-                .rate(rss)
-                .max(r.spec.rates.last().map_or(1e6, |x| x.1));
-            let per = if audible { r.spec.per(rss) } else { 1.0 };
+            let Effect { audible, rate, per } = r.spec.effect(rss);
             let adapt = r.spec.adapt_rate;
             let link = &mut self.links[l];
             for (d, cap) in link.dirs.iter_mut().zip(link.caps) {
@@ -160,22 +154,17 @@ impl World<'_> {
             // Coverage is declared lost after LOSS_BEACONS inaudible beacons (dated from the
             // first) and back after BACK_BEACONS audible ones.
             let link = &mut self.links[l];
+            let (first_below, change) = link.coverage.count(audible, link.covered);
             if audible {
-                link.below = 0;
                 link.below_since = None;
-                link.above_run += 1;
-            } else {
-                link.above_run = 0;
-                link.below += 1;
-                if link.below_since.is_none() {
-                    let snd = self.apps[0].sender;
-                    let sent = self.eps[snd].app_conn().stream_sent();
-                    self.links[l].below_since = Some((self.now, sent));
-                }
+            } else if first_below {
+                let snd = self.apps[0].sender;
+                let sent = self.eps[snd].app_conn().stream_sent();
+                self.links[l].below_since = Some((self.now, sent));
             }
             let link = &self.links[l];
-            let lose = link.covered && link.below >= LOSS_BEACONS;
-            let back = !link.covered && link.above_run >= BACK_BEACONS;
+            let lose = change == CoverageChange::Lost;
+            let back = change == CoverageChange::Back;
             if lose {
                 let (at, sent) = link.below_since.unwrap_or((self.now, 0));
                 self.link_lost_at(l, lose_addr, at, sent, false);
@@ -236,27 +225,21 @@ impl World<'_> {
 
     /// The signal strength on link `l` at time `t`: replayed, or from distance and shadowing.
     fn sample_rss(&mut self, l: usize, t: Duration) -> Option<f64> {
-        if let Some(series) = &self.variant.signals[l] {
-            let r = self.links[l].radio.as_mut();
-            let mut idx = r.as_ref().map_or(0, |r| r.replay_idx);
-            while idx + 1 < series.len() && series[idx + 1].0 <= t {
-                idx += 1;
-            }
-            if let Some(r) = r {
-                r.replay_idx = idx;
-            }
-            return series.get(idx).map(|&(_, v)| v);
-        }
-        if !self.legacy() {
+        if self.variant.signals[l].is_none() && !self.legacy() {
             return self.node_rss(l, t);
         }
-        let mobility = self.mobility.as_ref()?;
-        let p = mobility.position(t);
-        let (_, d) = mobility.nearest(t)?;
-        let r = self.links[l].radio.as_mut()?;
-        let shadow = r.shadowing.at(p.x, p.y);
-        let _ = r.rng.random::<u8>();
-        Some(r.spec.mean_rss(d) + shadow)
+        let mut idx = self.links[l].radio.as_ref().map_or(0, |r| r.replay_idx);
+        let rss = vehicle_rss(
+            self.variant.signals[l].as_ref(),
+            &mut idx,
+            self.links[l].radio.as_mut(),
+            self.mobility.as_ref(),
+            t,
+        );
+        if let Some(r) = self.links[l].radio.as_mut() {
+            r.replay_idx = idx;
+        }
+        rss
     }
 
     /// The signal of a link between two nodes: distance between their positions, shadowing
@@ -297,4 +280,131 @@ impl World<'_> {
             self.schedule(self.now + every.0, Kind::Probe);
         }
     }
+}
+
+/// The signal of a two-node scenario's link at `t`: the replayed series (from position `idx`,
+/// which it advances), else the radio's mean at the vehicle's distance to the nearest access
+/// point plus the shadowing where it is.
+fn vehicle_rss(
+    series: Option<&SignalSeries>,
+    idx: &mut usize,
+    radio: Option<&mut Radio>,
+    mobility: Option<&Mobility>,
+    t: Duration,
+) -> Option<f64> {
+    if let Some(series) = series {
+        while *idx + 1 < series.len() && series[*idx + 1].0 <= t {
+            *idx += 1;
+        }
+        return series.get(*idx).map(|&(_, v)| v);
+    }
+    let mobility = mobility?;
+    let p = mobility.position(t);
+    let (_, d) = mobility.nearest(t)?;
+    let r = radio?;
+    let shadow = r.shadowing.at(p.x, p.y);
+    let _ = r.rng.random::<u8>();
+    Some(r.spec.mean_rss(d) + shadow)
+}
+
+/// One beacon of a two-node scenario's radio or signal-replay link, as the simulator hears it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Beacon {
+    pub t: Duration,
+    pub link: usize,
+    pub rss: f64,
+    /// With a radio model: what the sample does to the link (rate, losses; nothing gets
+    /// through when it is not audible). A replay without one only informs the path manager.
+    pub effect: Option<Effect>,
+    /// The link's coverage is lost at this beacon; the loss dates from this earlier time (the
+    /// first beacon of the run below the cut-off).
+    pub lost_since: Option<Duration>,
+    /// The link's coverage is back at this beacon.
+    pub back: bool,
+}
+
+impl Beacon {
+    /// Whether the path manager hears this sample (an audible beacon, or a replayed sample).
+    pub fn heard(&self) -> bool {
+        self.effect.is_none_or(|e| e.audible)
+    }
+}
+
+/// Every beacon of the radio and signal-replay links of a two-node variant run with `seed`, in
+/// time order: the samples, rates, losses and coverage changes the simulator applies (the same
+/// models, positions and random streams), for the lab to apply to a real link in real time.
+/// Scripted changes of the same links are not in it.
+pub fn radio_beacons(variant: &Variant, seed: u64) -> Vec<Beacon> {
+    let s = &variant.scenario;
+    let mobility = variant.route.as_ref().map(|r| {
+        Mobility::new(
+            r,
+            s.mobility.as_ref().map_or(1.0, |m| m.speed_kmh / 3.6),
+            s.duration.0,
+            seed,
+        )
+    });
+    let mut out = Vec::new();
+    for (l, spec) in variant.radios.iter().enumerate() {
+        let series = variant.signals[l].as_ref();
+        if spec.is_none() && series.is_none() {
+            continue;
+        }
+        let i64 = l as u64;
+        let mut radio = spec.clone().map(|spec| Radio {
+            shadowing: Shadowing::new(
+                super::mix(seed, 100 + i64),
+                spec.shadowing_db,
+                spec.decorrelation_m,
+            ),
+            rng: Pcg64Mcg::seed_from_u64(super::mix(seed, 200 + i64)),
+            spec,
+            replay_idx: 0,
+            rss: None,
+            last: None,
+        });
+        let period = spec.as_ref().map_or(Duration::from_secs(1), |r| r.beacon);
+        let (mut idx, mut coverage, mut covered, mut below_since) =
+            (0, Coverage::default(), true, None);
+        let mut t = Duration::ZERO;
+        while t <= s.duration.0 {
+            let Some(rss) = vehicle_rss(series, &mut idx, radio.as_mut(), mobility.as_ref(), t)
+            else {
+                break;
+            };
+            let mut b = Beacon {
+                t,
+                link: l,
+                rss,
+                effect: None,
+                lost_since: None,
+                back: false,
+            };
+            if let Some(r) = &radio {
+                let e = r.spec.effect(rss);
+                let (first_below, change) = coverage.count(e.audible, covered);
+                if e.audible {
+                    below_since = None;
+                } else if first_below {
+                    below_since = Some(t);
+                }
+                match change {
+                    CoverageChange::Lost => {
+                        covered = false;
+                        b.lost_since = Some(below_since.unwrap_or(t));
+                    }
+                    CoverageChange::Back => {
+                        covered = true;
+                        b.back = true;
+                    }
+                    CoverageChange::None => {}
+                }
+                b.effect = Some(e);
+            }
+            out.push(b);
+            t += period;
+        }
+    }
+    out.sort_by_key(|b| (b.t, b.link));
+    out
 }

@@ -43,6 +43,7 @@ pub use crate::record::{
     FlowRecord, LossEvent, NetDrops, PmDecision, Recovery, RunOptions, RunRecord, Sample,
 };
 use crate::scenario::{Topology, Variant};
+pub use coverage::{Beacon, radio_beacons};
 
 use app::App;
 use host::{Endpoint, Node};

@@ -13,7 +13,7 @@ use super::routing::{Observation, Route, mask};
 use super::{Kind, World, mix};
 use crate::link::Direction;
 use crate::mobility::Point;
-use crate::radio::{RadioSpec, Shadowing};
+use crate::radio::{Coverage, RadioSpec, Shadowing};
 use crate::scenario::{AddressPolicy, Variant};
 
 /// A packet on the wire: arrival time, link epoch at sending, slot in `packets`.
@@ -74,8 +74,7 @@ pub(super) struct Link {
     pub loss_epoch: u32,
     /// Consecutive beacons below (above) the cut-off, and when the current run below began
     /// with the stream position then.
-    pub below: u32,
-    pub above_run: u32,
+    pub coverage: Coverage,
     pub below_since: Option<(Instant, u64)>,
     /// Hellos heard per direction since the last hello tick.
     pub hellos: [bool; 2],
@@ -134,8 +133,7 @@ pub(super) fn links(variant: &Variant, seed: u64) -> Vec<Link> {
                 above: false,
                 since: Duration::ZERO,
                 loss_epoch: 0,
-                below: 0,
-                above_run: 0,
+                coverage: Coverage::default(),
                 below_since: None,
                 hellos: [false; 2],
             }
