@@ -25,7 +25,9 @@ use braid_sim::runner::{PlanResult, RunResult, VariantResult};
 use braid_sim::scenario::{
     Action, AddressPolicy, AppDirection, AppKind, ConnectionSpec, Plan, Variant,
 };
-use braid_sim::world::{Beacon, FlowRecord, LossEvent, RunRecord, Sample, radio_beacons};
+use braid_sim::world::{
+    Beacon, FlowRecord, LossEvent, PmDecision, RunRecord, Sample, radio_beacons,
+};
 
 use crate::app::{self, Clock, SenderState};
 use crate::emu::{Emulator, LinkEvent, LinkSpec};
@@ -49,14 +51,14 @@ pub enum Endpoint {
 
 impl Endpoint {
     /// Metrics this endpoint cannot measure (the kernel does not expose its reinjections per
-    /// connection or per event; the path manager's decisions and the recovery's first data on
-    /// a link are not recorded by the lab yet): left out of the results rather than shown as
-    /// zero.
+    /// connection or per event, nor the in-kernel path manager its decisions; the recovery's
+    /// first data on a link is not recorded by the lab yet): left out of the results rather
+    /// than shown as zero.
     pub fn unmeasured(self) -> &'static [&'static str] {
         const DECISIONS: [&str; 4] = ["acted_before_break_pct", "lead_ms", "flips", "recovery_ms"];
         match self {
             Endpoint::Tunnel => &[],
-            Endpoint::Mptcp | Endpoint::Pm => &[
+            Endpoint::Mptcp => &[
                 "reinjections",
                 "reinjection_rate_pct",
                 "duplicate_mb",
@@ -64,6 +66,14 @@ impl Endpoint {
                 DECISIONS[0],
                 DECISIONS[1],
                 DECISIONS[2],
+                DECISIONS[3],
+            ],
+            // braid pm's decisions are read from its status during the run.
+            Endpoint::Pm => &[
+                "reinjections",
+                "reinjection_rate_pct",
+                "duplicate_mb",
+                "ofo_peak_kb",
                 DECISIONS[3],
             ],
         }
@@ -905,6 +915,70 @@ impl Drop for SignalFeed {
     }
 }
 
+/// braid pm's decisions, read from its status (which keeps its last 20) during the run and
+/// dated on the run's clock: the record the simulator keeps of its path manager's.
+#[derive(Default)]
+struct Decisions {
+    seen: std::collections::BTreeSet<(u64, String, String)>,
+    list: Vec<PmDecision>,
+}
+
+impl Decisions {
+    /// Takes the decisions in `status`, read just now; `zero` is the run's time zero.
+    fn read(&mut self, status: &Value, zero: Instant) {
+        let Some(uptime) = status["uptime_s"].as_f64() else {
+            return;
+        };
+        // The daemon's clock started `uptime` ago.
+        let started = Instant::now()
+            .checked_sub(Duration::from_secs_f64(uptime.max(0.0)))
+            .unwrap_or(zero);
+        for d in status["decisions"].as_array().into_iter().flatten() {
+            let (Some(t), Some(iface), Some(cmd)) = (
+                d["t_s"].as_f64(),
+                d["iface"].as_str(),
+                d["command"].as_str(),
+            ) else {
+                continue;
+            };
+            let Some(link) = iface.strip_prefix('c').and_then(|i| i.parse::<usize>().ok()) else {
+                continue;
+            };
+            // As the simulator records them: demotions (backup, removal, a subflow created as
+            // a backup) and promotions; backup-flag changes are flips.
+            let (demote, flip) = if cmd.starts_with("create subflow (backup)") {
+                (true, false)
+            } else if cmd.starts_with("create subflow") {
+                (false, false)
+            } else if cmd.starts_with("remove subflow") {
+                (true, false)
+            } else if cmd.starts_with("set backup") {
+                (true, true)
+            } else if cmd.starts_with("clear backup") {
+                (false, true)
+            } else {
+                continue;
+            };
+            let key = ((t * 1e6) as u64, iface.to_string(), cmd.to_string());
+            if !self.seen.insert(key) {
+                continue;
+            }
+            let at = started + Duration::from_secs_f64(t.max(0.0));
+            self.list.push(PmDecision {
+                t: at.saturating_duration_since(zero),
+                link,
+                demote,
+                flip,
+            });
+        }
+    }
+
+    fn into_sorted(mut self) -> Vec<PmDecision> {
+        self.list.sort_by_key(|d| d.t);
+        self.list
+    }
+}
+
 /// The client's interface of link `i` set `up` or `down`.
 fn client_link(net: &Net, i: usize, state: &str) -> io::Result<()> {
     net.client
@@ -957,6 +1031,17 @@ impl Ends {
             Ends::Tunnel(t) => t.alive(),
             Ends::Mptcp(m) => m.alive(),
             Ends::Direct => Ok(()),
+        }
+    }
+
+    /// braid pm's control socket, when it runs.
+    fn pm_control(&self) -> Option<&Path> {
+        match self {
+            Ends::Mptcp(Mptcp {
+                pm: Some((_, control)),
+                ..
+            }) => Some(control),
+            _ => None,
         }
     }
 
@@ -1346,6 +1431,7 @@ fn run_once(
         .collect();
     backs.sort_by_key(|(t, _)| *t);
     let (mut next_step, mut next_loss, mut next_back) = (0, 0, 0);
+    let mut decisions = Decisions::default();
     let mut since = vec![Duration::ZERO; n];
     let mut rec_losses = Vec::new();
     let mut samples = Vec::new();
@@ -1398,6 +1484,12 @@ fn run_once(
             }
             next_step += 1;
         }
+        if tick % 10 == 0
+            && let Some(control) = ends.pm_control()
+            && let Some(st) = status(control)
+        {
+            decisions.read(&st, emu.started());
+        }
         if tick % 5 == 0
             && let (Some(c), _) = ends.connections(s.app.direction)
         {
@@ -1445,6 +1537,9 @@ fn run_once(
     abort.store(true, Ordering::Relaxed);
     let received = receiver.join();
     let (sender_conn, receiver_conn) = ends.connections(s.app.direction);
+    if let Some(st) = ends.pm_control().and_then(status) {
+        decisions.read(&st, emu.started());
+    }
     let emu_links = emu.links.clone();
     // Stopping publishes the emulator's final counts.
     emu.stop()?;
@@ -1518,7 +1613,7 @@ fn run_once(
         link_names: s.links.iter().map(|l| l.name.clone()).collect(),
         thresholds: vec![None; n],
         rss: Vec::new(),
-        decisions: Vec::new(),
+        decisions: decisions.into_sorted(),
         link_bytes,
         dsn: Vec::new(),
         completed: got.completed,
