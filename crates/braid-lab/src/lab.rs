@@ -941,7 +941,10 @@ impl Decisions {
             ) else {
                 continue;
             };
-            let Some(link) = iface.strip_prefix('c').and_then(|i| i.parse::<usize>().ok()) else {
+            let Some(link) = iface
+                .strip_prefix('c')
+                .and_then(|i| i.parse::<usize>().ok())
+            else {
                 continue;
             };
             // As the simulator records them: demotions (backup, removal, a subflow created as
