@@ -7,13 +7,12 @@ use std::time::Duration;
 
 use braid_core::{AddrId, Instant};
 use braid_pm as pm;
-use rand::{RngExt, SeedableRng};
-use rand_pcg::Pcg64Mcg;
+use rand::RngExt;
 
 use super::net::Radio;
 use super::{Kind, World};
 use crate::mobility::Mobility;
-use crate::radio::{Coverage, CoverageChange, Effect, Shadowing};
+use crate::radio::{Coverage, CoverageChange, Effect};
 use crate::record::LossEvent;
 use crate::scenario::{Action, AddressPolicy, SignalSeries, Variant};
 
@@ -336,33 +335,17 @@ impl Beacon {
 /// Scripted changes of the same links are not in it.
 pub fn radio_beacons(variant: &Variant, seed: u64) -> Vec<Beacon> {
     let s = &variant.scenario;
-    let mobility = variant.route.as_ref().map(|r| {
-        Mobility::new(
-            r,
-            s.mobility.as_ref().map_or(1.0, |m| m.speed_kmh / 3.6),
-            s.duration.0,
-            seed,
-        )
-    });
+    let mobility = super::vehicle(variant, seed);
     let mut out = Vec::new();
     for (l, spec) in variant.radios.iter().enumerate() {
         let series = variant.signals[l].as_ref();
         if spec.is_none() && series.is_none() {
             continue;
         }
-        let i64 = l as u64;
-        let mut radio = spec.clone().map(|spec| Radio {
-            shadowing: Shadowing::new(
-                super::mix(seed, 100 + i64),
-                spec.shadowing_db,
-                spec.decorrelation_m,
-            ),
-            rng: Pcg64Mcg::seed_from_u64(super::mix(seed, 200 + i64)),
-            spec,
-            replay_idx: 0,
-            rss: None,
-            last: None,
-        });
+        let (shadow_seed, radio_seed) = super::net::two_node_radio_seeds(seed, l);
+        let mut radio = spec
+            .clone()
+            .map(|spec| Radio::new(spec, shadow_seed, radio_seed));
         let period = spec.as_ref().map_or(Duration::from_secs(1), |r| r.beacon);
         let (mut idx, mut coverage, mut covered, mut below_since) =
             (0, Coverage::default(), true, None);

@@ -240,14 +240,7 @@ impl<'a> World<'a> {
             thresholds,
             ..RunRecord::default()
         };
-        let mobility = variant.route.as_ref().map(|r| {
-            Mobility::new(
-                r,
-                s.mobility.as_ref().map_or(1.0, |m| m.speed_kmh / 3.6),
-                s.duration.0,
-                seed,
-            )
-        });
+        let mobility = vehicle(variant, seed);
         World {
             variant,
             topo,
@@ -437,6 +430,19 @@ impl<'a> World<'a> {
 }
 
 /// SplitMix64 step: independent seeds for each generator from one scenario seed.
+/// The two-node form's vehicle on its route, if the scenario has one.
+fn vehicle(variant: &Variant, seed: u64) -> Option<Mobility> {
+    let s = &variant.scenario;
+    variant.route.as_ref().map(|r| {
+        Mobility::new(
+            r,
+            s.mobility.as_ref().map_or(1.0, |m| m.speed_kmh / 3.6),
+            s.duration.0,
+            seed,
+        )
+    })
+}
+
 fn mix(seed: u64, stream: u64) -> u64 {
     let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(stream + 1));
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

@@ -48,6 +48,26 @@ pub(super) struct Radio {
     pub last: Option<(Instant, Point, Point)>,
 }
 
+/// The seeds of link `i`'s shadowing and radio streams in the two-node form (its historical
+/// streams).
+pub(super) fn two_node_radio_seeds(seed: u64, i: usize) -> (u64, u64) {
+    (mix(seed, 100 + i as u64), mix(seed, 200 + i as u64))
+}
+
+impl Radio {
+    /// A radio's state at the start of a run, its random streams seeded.
+    pub fn new(spec: RadioSpec, shadow_seed: u64, radio_seed: u64) -> Radio {
+        Radio {
+            shadowing: Shadowing::new(shadow_seed, spec.shadowing_db, spec.decorrelation_m),
+            rng: Pcg64Mcg::seed_from_u64(radio_seed),
+            spec,
+            replay_idx: 0,
+            rss: None,
+            last: None,
+        }
+    }
+}
+
 pub(super) struct Link {
     /// `dirs[0]` carries `ends[0]` → `ends[1]` (server → client in the two-node form).
     pub dirs: [Direction; 2],
@@ -96,7 +116,7 @@ pub(super) fn links(variant: &Variant, seed: u64) -> Vec<Link> {
             let i64 = i as u64;
             // The two-node form keeps its historical streams.
             let (shadow_seed, radio_seed) = if legacy {
-                (mix(seed, 100 + i64), mix(seed, 200 + i64))
+                two_node_radio_seeds(seed, i)
             } else {
                 (mix(seed, (1 << 20) | i64), mix(seed, (2 << 20) | i64))
             };
@@ -120,14 +140,9 @@ pub(super) fn links(variant: &Variant, seed: u64) -> Vec<Link> {
                 addr_present: true,
                 backup: s.links[i].backup,
                 address: s.links[i].address,
-                radio: variant.radios[i].clone().map(|spec| Radio {
-                    shadowing: Shadowing::new(shadow_seed, spec.shadowing_db, spec.decorrelation_m),
-                    rng: Pcg64Mcg::seed_from_u64(radio_seed),
-                    spec,
-                    replay_idx: 0,
-                    rss: None,
-                    last: None,
-                }),
+                radio: variant.radios[i]
+                    .clone()
+                    .map(|spec| Radio::new(spec, shadow_seed, radio_seed)),
                 covered: true,
                 smoothed: None,
                 above: false,
