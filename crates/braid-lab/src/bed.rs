@@ -96,6 +96,7 @@ impl Bed {
                 up,
                 events,
                 seed: 1,
+                marks: Vec::new(),
             }],
         )
         .expect("start the emulator")

@@ -60,6 +60,9 @@ pub struct LinkSpec {
     pub events: Vec<(Duration, LinkEvent)>,
     /// Seeds the loss and jitter draws of both directions.
     pub seed: u64,
+    /// Sorted times from the start: for each, each direction records when it delivered its
+    /// first frame carrying TCP payload at or after it ([`Counters::first_data_us`]).
+    pub marks: Vec<Duration>,
 }
 
 /// Live counters of one direction.
@@ -86,6 +89,32 @@ pub struct Counters {
     /// How late frames went out, in µs: the sum and the largest (scheduling accuracy).
     pub late_us_sum: AtomicU64,
     pub late_us_max: AtomicU64,
+    /// Per mark of [`LinkSpec::marks`]: the mark and when the first frame carrying TCP payload
+    /// went out at or after it, µs from the start (`u64::MAX` while none has).
+    pub first_data_us: Vec<(u64, AtomicU64)>,
+}
+
+impl Counters {
+    fn with_marks(marks: &[Duration]) -> Counters {
+        Counters {
+            first_data_us: marks
+                .iter()
+                .map(|m| (m.as_micros() as u64, AtomicU64::new(u64::MAX)))
+                .collect(),
+            ..Counters::default()
+        }
+    }
+
+    /// When the first data frame went out at or after `mark` (one of the link's marks).
+    pub fn first_data_after(&self, mark: Duration) -> Option<Duration> {
+        let m = mark.as_micros() as u64;
+        self.first_data_us
+            .iter()
+            .find(|(at, _)| *at == m)
+            .map(|(_, t)| t.load(Ordering::Relaxed))
+            .filter(|&t| t != u64::MAX)
+            .map(Duration::from_micros)
+    }
 }
 
 /// The counters of a link: (server → client, client → server).
@@ -130,7 +159,12 @@ impl Emulator {
             links: Vec::new(),
         };
         for (link, [down_in, down_out, up_in, up_out]) in links.into_iter().zip(sockets) {
-            let counters: LinkCounters = (Arc::default(), Arc::default());
+            let mut marks = link.marks.clone();
+            marks.sort();
+            let counters: LinkCounters = (
+                Arc::new(Counters::with_marks(&marks)),
+                Arc::new(Counters::with_marks(&marks)),
+            );
             for (dir, spec, input, output, counters, salt) in [
                 ("down", link.down, down_in, down_out, counters.0.clone(), 1),
                 ("up", link.up, up_in, up_out, counters.1.clone(), 2),
@@ -236,6 +270,8 @@ impl Worker {
         let mut seq = 0u64;
         let mut next_event = 0;
         let mut drops_read_at = 0u64;
+        // The first mark whose first data frame is still awaited.
+        let mut next_mark = 0;
         while !self.stop.load(Ordering::Relaxed) {
             let now = self.now_us();
             while let Some(&(at, e)) = self.events.get(next_event) {
@@ -270,6 +306,16 @@ impl Worker {
                             let late = now - h.at_us;
                             c.late_us_sum.fetch_add(late, Ordering::Relaxed);
                             c.late_us_max.fetch_max(late, Ordering::Relaxed);
+                            if c.first_data_us.get(next_mark).is_some_and(|m| m.0 <= now)
+                                && crate::packet::carries_tcp_payload(&h.frame)
+                            {
+                                while let Some((at, first)) = c.first_data_us.get(next_mark)
+                                    && *at <= now
+                                {
+                                    first.store(now, Ordering::Relaxed);
+                                    next_mark += 1;
+                                }
+                            }
                         }
                         Err(_) => {
                             c.send_errors.fetch_add(1, Ordering::Relaxed);

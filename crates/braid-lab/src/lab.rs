@@ -21,12 +21,13 @@ use serde_json::Value;
 use braid_core::stats::ConnectionStats;
 use braid_mptcp::netns::NetNs;
 use braid_sim::metrics;
+use braid_sim::radio::Crossing;
 use braid_sim::runner::{PlanResult, RunResult, VariantResult};
 use braid_sim::scenario::{
     Action, AddressPolicy, AppDirection, AppKind, ConnectionSpec, Plan, Variant,
 };
 use braid_sim::world::{
-    Beacon, FlowRecord, LossEvent, PmDecision, RunRecord, Sample, radio_beacons,
+    Beacon, FlowRecord, LossEvent, PmDecision, Recovery, RunRecord, Sample, radio_beacons,
 };
 
 use crate::app::{self, Clock, SenderState};
@@ -51,13 +52,14 @@ pub enum Endpoint {
 
 impl Endpoint {
     /// Metrics this endpoint cannot measure (the kernel does not expose its reinjections per
-    /// connection or per event, nor the in-kernel path manager its decisions; the recovery's
-    /// first data on a link is not recorded by the lab yet): left out of the results rather
-    /// than shown as zero.
+    /// connection or per event, nor the in-kernel path manager its decisions; the tunnel's
+    /// encrypted datagrams do not tell the emulator data from acknowledgements, which the
+    /// recovery's first data on a link needs): left out of the results rather than shown as
+    /// zero.
     pub fn unmeasured(self) -> &'static [&'static str] {
-        const DECISIONS: [&str; 4] = ["acted_before_break_pct", "lead_ms", "flips", "recovery_ms"];
+        const DECISIONS: [&str; 3] = ["acted_before_break_pct", "lead_ms", "flips"];
         match self {
-            Endpoint::Tunnel => &[],
+            Endpoint::Tunnel => &["recovery_ms"],
             Endpoint::Mptcp => &[
                 "reinjections",
                 "reinjection_rate_pct",
@@ -66,7 +68,6 @@ impl Endpoint {
                 DECISIONS[0],
                 DECISIONS[1],
                 DECISIONS[2],
-                DECISIONS[3],
             ],
             // braid pm's decisions are read from its status during the run.
             Endpoint::Pm => &[
@@ -74,7 +75,6 @@ impl Endpoint {
                 "reinjection_rate_pct",
                 "duplicate_mb",
                 "ofo_peak_kb",
-                DECISIONS[3],
             ],
         }
     }
@@ -493,10 +493,43 @@ impl Net {
                     Vec::new()
                 },
                 seed: seed.wrapping_mul(1000).wrapping_add(i as u64),
+                // The recovery metric: the first data after each rise of the link's signal.
+                marks: beacons
+                    .iter()
+                    .filter(|b| b.link == i && b.crossing == Some(Crossing::Up))
+                    .map(|b| b.t)
+                    .collect(),
             })
             .collect();
         Emulator::start(&self.emu, specs)
     }
+}
+
+/// The recovery metric's entries, as the simulator records them: each rise of a link's
+/// smoothed signal above T + h, the first data the link delivered at or after it (`first_data`)
+/// unless the signal fell below T again before (`lost`).
+fn recoveries(
+    beacons: &[Beacon],
+    first_data: impl Fn(usize, Duration) -> Option<Duration>,
+) -> Vec<Recovery> {
+    let mut out = Vec::new();
+    for (k, b) in beacons.iter().enumerate() {
+        if b.crossing != Some(Crossing::Up) {
+            continue;
+        }
+        let lost = beacons[k + 1..]
+            .iter()
+            .find(|o| o.link == b.link && o.crossing == Some(Crossing::Down))
+            .map(|o| o.t);
+        let data = first_data(b.link, b.t).filter(|&d| lost.is_none_or(|l| d < l));
+        out.push(Recovery {
+            t: b.t,
+            link: b.link,
+            first_data: data,
+            lost: if data.is_some() { None } else { lost },
+        });
+    }
+    out
 }
 
 /// What the simulator's beacons do to link `i`, as emulator events: its losses and rate follow
@@ -1544,6 +1577,13 @@ fn run_once(
         decisions.read(&st, emu.started());
     }
     let emu_links = emu.links.clone();
+    let recoveries = recoveries(&beacons, |link, t| {
+        let c = &emu_links[link].1;
+        match s.app.direction {
+            AppDirection::Down => c.0.first_data_after(t),
+            AppDirection::Up => c.1.first_data_after(t),
+        }
+    });
     // Stopping publishes the emulator's final counts.
     emu.stop()?;
     if let Some(keep) = &opts.keep {
@@ -1612,7 +1652,7 @@ fn run_once(
         },
         samples,
         loss_events: rec_losses,
-        recoveries: Vec::new(),
+        recoveries,
         link_names: s.links.iter().map(|l| l.name.clone()).collect(),
         thresholds: vec![None; n],
         rss: Vec::new(),

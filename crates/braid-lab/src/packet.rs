@@ -227,3 +227,110 @@ pub fn unsent_bytes(sock: &impl AsRawFd) -> io::Result<u64> {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 }
+
+/// Whether an Ethernet frame is a TCP segment with payload (IPv4 or IPv6 without extension
+/// headers): data or its retransmission, not a bare acknowledgement or handshake. Anything
+/// malformed or shorter than its headers is not.
+pub fn carries_tcp_payload(frame: &[u8]) -> bool {
+    const ETH: usize = 14;
+    const TCP: u8 = 6;
+    let Some(&[t0, t1]) = frame.get(12..ETH) else {
+        return false;
+    };
+    let ip = &frame[ETH..];
+    // (header length, IP payload length) of the IP packet.
+    let (hdr, payload) = match u16::from_be_bytes([t0, t1]) {
+        0x0800 => {
+            let (Some(&vihl), Some(&[l0, l1]), Some(&proto)) =
+                (ip.first(), ip.get(2..4), ip.get(9))
+            else {
+                return false;
+            };
+            let ihl = usize::from(vihl & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([l0, l1]));
+            if proto != TCP || ihl < 20 || total < ihl {
+                return false;
+            }
+            (ihl, total - ihl)
+        }
+        0x86dd => {
+            let (Some(&[l0, l1]), Some(&next)) = (ip.get(4..6), ip.get(6)) else {
+                return false;
+            };
+            if next != TCP {
+                return false;
+            }
+            (40, usize::from(u16::from_be_bytes([l0, l1])))
+        }
+        _ => return false,
+    };
+    let Some(&off) = ip.get(hdr + 12) else {
+        return false;
+    };
+    let tcp_hdr = usize::from(off >> 4) * 4;
+    tcp_hdr >= 20 && payload > tcp_hdr
+}
+
+#[cfg(test)]
+mod tests {
+    use super::carries_tcp_payload;
+    use proptest::prelude::*;
+
+    /// Ethernet + IPv4 + TCP with `payload` bytes (TCP header with 12 bytes of options).
+    fn v4(proto: u8, payload: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        let total = 20 + 32 + payload;
+        let mut ip = vec![0u8; 20];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        ip[9] = proto;
+        f.extend(ip);
+        let mut tcp = vec![0u8; 32];
+        tcp[12] = 8 << 4;
+        f.extend(tcp);
+        f.extend(vec![0xab; payload]);
+        f
+    }
+
+    fn v6(payload: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        let mut ip = vec![0u8; 40];
+        ip[0] = 0x60;
+        ip[4..6].copy_from_slice(&((20 + payload) as u16).to_be_bytes());
+        ip[6] = 6;
+        f.extend(ip);
+        let mut tcp = vec![0u8; 20];
+        tcp[12] = 5 << 4;
+        f.extend(tcp);
+        f.extend(vec![0xab; payload]);
+        f
+    }
+
+    #[test]
+    fn data_segments_are_told_from_acknowledgements() {
+        assert!(carries_tcp_payload(&v4(6, 1))); // data
+        assert!(carries_tcp_payload(&v4(6, 1400)));
+        assert!(!carries_tcp_payload(&v4(6, 0))); // a bare ACK (options: DSS, SACK, timestamps)
+        assert!(!carries_tcp_payload(&v4(17, 100))); // UDP
+        assert!(carries_tcp_payload(&v6(1200)));
+        assert!(!carries_tcp_payload(&v6(0)));
+        // Ethernet padding of a short frame is not payload: the IP length says so.
+        let mut ack = v4(6, 0);
+        ack.extend([0; 6]);
+        assert!(!carries_tcp_payload(&ack));
+        // Truncated frames are not data.
+        let f = v4(6, 100);
+        for n in 0..40 {
+            assert!(!carries_tcp_payload(&f[..n]), "{n} bytes");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_are_classified_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..120)) {
+            let _ = carries_tcp_payload(&bytes);
+        }
+    }
+}

@@ -173,6 +173,54 @@ impl Coverage {
     }
 }
 
+/// A link's smoothed signal (the link's α) against its threshold T, for the recovery metric:
+/// it crosses upwards when it rises above T plus the hysteresis, downwards when it falls below
+/// T (the simulator's and the lab's).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SignalWatch {
+    smoothed: Option<f64>,
+    above: bool,
+}
+
+/// A crossing of [`SignalWatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Crossing {
+    /// Above T + h: the path manager may use the link again.
+    Up,
+    /// Below T again.
+    Down,
+}
+
+impl SignalWatch {
+    /// Smooths a heard sample: the smoothed value and, against `threshold` when the link has
+    /// one, the crossing it makes.
+    pub fn sample(
+        &mut self,
+        rss: f64,
+        alpha: f64,
+        threshold: Option<f64>,
+        hysteresis: f64,
+    ) -> (f64, Option<Crossing>) {
+        let s = self
+            .smoothed
+            .map_or(rss, |p| (1.0 - alpha) * p + alpha * rss);
+        self.smoothed = Some(s);
+        let Some(th) = threshold else {
+            return (s, None);
+        };
+        let crossing = if !self.above && s > th + hysteresis {
+            self.above = true;
+            Some(Crossing::Up)
+        } else if self.above && s < th {
+            self.above = false;
+            Some(Crossing::Down)
+        } else {
+            None
+        };
+        (s, crossing)
+    }
+}
+
 /// Correlated shadowing along a trajectory.
 #[derive(Debug)]
 pub struct Shadowing {

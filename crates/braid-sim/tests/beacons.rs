@@ -1,18 +1,21 @@
 //! `world::radio_beacons` is the schedule the simulator runs: for E7's radio model (vehicle,
 //! shadowing, coverage from beacons) and for a signal replay, the samples the path manager
-//! hears and the coverage losses equal what a simulation of the same variant and seed records.
+//! hears, the coverage losses and the recovery metric's starts equal what a simulation of the
+//! same variant and seed records.
 //! `braid lab` replays this schedule on a real link.
 
 use std::path::Path;
 use std::time::Duration;
 
+use braid_sim::radio::Crossing;
 use braid_sim::{scenario, world};
 
-fn check(file: &str, overrides: &[&str]) {
+/// Compares every variant of `file` (with `overrides`); the number of recovery starts compared.
+fn check(file: &str, overrides: &[&str]) -> usize {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let set: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
     let plan = scenario::load(&root.join(file), &set).unwrap();
-    let mut compared = 0;
+    let (mut compared, mut crossings) = (0, 0);
     for v in &plan.variants {
         for seed in [1, 5] {
             let beacons = world::radio_beacons(v, seed);
@@ -34,18 +37,39 @@ fn check(file: &str, overrides: &[&str]) {
             let events: Vec<(Duration, usize)> =
                 rec.loss_events.iter().map(|e| (e.t, e.link)).collect();
             assert_eq!(lost, events, "{file} {} seed {seed}", v.name);
+            // The recovery metric's starts: the smoothed signal crossing T + h upwards.
+            let up: Vec<(Duration, usize)> = beacons
+                .iter()
+                .filter(|b| b.crossing == Some(Crossing::Up))
+                .map(|b| (b.t, b.link))
+                .collect();
+            let starts: Vec<(Duration, usize)> =
+                rec.recoveries.iter().map(|r| (r.t, r.link)).collect();
+            assert_eq!(up, starts, "{file} {} seed {seed}", v.name);
+            crossings += up.len();
             compared += heard.len();
         }
     }
     assert!(compared > 0, "{file}: no beacon compared");
+    crossings
 }
 
 #[test]
 fn radio_model_beacons_are_the_simulators() {
-    check(
+    let _ = check(
         "scenarios/e7-v2i-aggregation.toml",
         &["duration=90s", "repetitions=1"],
     );
+}
+
+#[test]
+fn recovery_starts_are_the_simulators() {
+    // E9: the vehicle leaves and re-enters coverage; every re-entry starts a recovery.
+    let starts = check(
+        "scenarios/e9-v2i-recovery.toml",
+        &["duration=90s", "repetitions=1"],
+    );
+    assert!(starts >= 2, "E9: {starts} recovery starts compared");
 }
 
 #[test]
@@ -55,7 +79,7 @@ fn signal_replay_beacons_are_the_simulators() {
         eprintln!("SKIPPED: ../shared/traces/signal is absent (signal replays)");
         return;
     }
-    check(
+    let _ = check(
         "scenarios/e7-v2i-signal-replay.toml",
         &["duration=60s", "repetitions=1"],
     );

@@ -12,7 +12,7 @@ use rand::RngExt;
 use super::net::Radio;
 use super::{Kind, World};
 use crate::mobility::Mobility;
-use crate::radio::{Coverage, CoverageChange, Effect};
+use crate::radio::{Coverage, CoverageChange, Crossing, Effect, SignalWatch};
 use crate::record::LossEvent;
 use crate::scenario::{Action, AddressPolicy, SignalSeries, Variant};
 
@@ -190,17 +190,11 @@ impl World<'_> {
             // hysteresis) upwards, until it falls below the threshold again.
             let spec = &self.variant.scenario.links[l];
             let (alpha, hysteresis) = (spec.alpha, spec.hysteresis_db);
-            let link = &mut self.links[l];
-            let s = link
-                .smoothed
-                .map_or(rss, |p| (1.0 - alpha) * p + alpha * rss);
-            link.smoothed = Some(s);
-            if let Some(th) = self.rec.thresholds[l] {
-                if !link.above && s > th + hysteresis {
-                    link.above = true;
-                    self.recovery(l);
-                } else if link.above && s < th {
-                    link.above = false;
+            let th = self.rec.thresholds[l];
+            let (s, crossing) = self.links[l].watch.sample(rss, alpha, th, hysteresis);
+            match crossing {
+                Some(Crossing::Up) => self.recovery(l),
+                Some(Crossing::Down) => {
                     if let Some(r) = self.rec.recoveries.iter_mut().rev().find(|r| r.link == l)
                         && r.first_data.is_none()
                         && r.lost.is_none()
@@ -208,6 +202,7 @@ impl World<'_> {
                         r.lost = Some(t);
                     }
                 }
+                None => {}
             }
             self.rec
                 .rss
@@ -320,6 +315,9 @@ pub struct Beacon {
     pub lost_since: Option<Duration>,
     /// The link's coverage is back at this beacon.
     pub back: bool,
+    /// A heard sample that took the link's smoothed signal across its threshold (the
+    /// recovery metric's start and missed end).
+    pub crossing: Option<Crossing>,
 }
 
 impl Beacon {
@@ -349,6 +347,8 @@ pub fn radio_beacons(variant: &Variant, seed: u64) -> Vec<Beacon> {
         let period = spec.as_ref().map_or(Duration::from_secs(1), |r| r.beacon);
         let (mut idx, mut coverage, mut covered, mut below_since) =
             (0, Coverage::default(), true, None);
+        let mut watch = SignalWatch::default();
+        let link = &s.links[l];
         let mut t = Duration::ZERO;
         while t <= s.duration.0 {
             let Some(rss) = vehicle_rss(series, &mut idx, radio.as_mut(), mobility.as_ref(), t)
@@ -362,6 +362,7 @@ pub fn radio_beacons(variant: &Variant, seed: u64) -> Vec<Beacon> {
                 effect: None,
                 lost_since: None,
                 back: false,
+                crossing: None,
             };
             if let Some(r) = &radio {
                 let e = r.spec.effect(rss);
@@ -383,6 +384,11 @@ pub fn radio_beacons(variant: &Variant, seed: u64) -> Vec<Beacon> {
                     CoverageChange::None => {}
                 }
                 b.effect = Some(e);
+            }
+            if b.heard() {
+                b.crossing = watch
+                    .sample(rss, link.alpha, link.threshold_dbm, link.hysteresis_db)
+                    .1;
             }
             out.push(b);
             t += period;

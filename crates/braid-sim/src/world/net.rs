@@ -13,7 +13,7 @@ use super::routing::{Observation, Route, mask};
 use super::{Kind, World, mix};
 use crate::link::Direction;
 use crate::mobility::Point;
-use crate::radio::{Coverage, RadioSpec, Shadowing};
+use crate::radio::{Coverage, RadioSpec, Shadowing, SignalWatch};
 use crate::scenario::{AddressPolicy, Variant};
 
 /// A packet on the wire: arrival time, link epoch at sending, slot in `packets`.
@@ -85,9 +85,8 @@ pub(super) struct Link {
     pub radio: Option<Radio>,
     /// Up as far as the radio (or the script) is concerned.
     pub covered: bool,
-    /// Smoothed signal (the link's α), for the recovery metric.
-    pub smoothed: Option<f64>,
-    pub above: bool,
+    /// Smoothed signal against the threshold, for the recovery metric.
+    pub watch: SignalWatch,
     /// When the link's signal or address last came back.
     pub since: Duration,
     /// Incremented at every loss, to cancel stale address removals.
@@ -144,8 +143,7 @@ pub(super) fn links(variant: &Variant, seed: u64) -> Vec<Link> {
                     .clone()
                     .map(|spec| Radio::new(spec, shadow_seed, radio_seed)),
                 covered: true,
-                smoothed: None,
-                above: false,
+                watch: SignalWatch::default(),
                 since: Duration::ZERO,
                 loss_epoch: 0,
                 coverage: Coverage::default(),
