@@ -184,6 +184,27 @@ fn run_variant(
 
     let stop = Arc::new(AtomicBool::new(false));
     let sched = schedule(m.clone(), stop.clone());
+    let tx0 = tx_bytes(m);
+    // Halfway through: the (sub)flows M1 sends iperf3's data on.
+    let flows = {
+        let m = m.clone();
+        let half = Duration::from_secs(u64::from(o.seconds) / 2);
+        std::thread::spawn(move || {
+            std::thread::sleep(half);
+            m.ns(1)
+                .exec(&["ss", "-tnH", "state", "established", "( sport = :5201 )"])
+                .map(|o| {
+                    String::from_utf8_lossy(&o.stdout)
+                        .lines()
+                        .filter_map(|l| {
+                            let f: Vec<&str> = l.split_whitespace().collect();
+                            Some(format!("{} → {}", f.get(2)?, f.get(3)?))
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        })
+    };
     let (mbit, dups60) = match iperf(m, o.seconds, tcp) {
         Ok(x) => x,
         Err(e) => {
@@ -191,7 +212,29 @@ fn run_variant(
             (0.0, 0)
         }
     };
+    let tx: BTreeMap<String, f64> = tx_bytes(m)
+        .into_iter()
+        .map(|(k, b)| {
+            let mb = b.saturating_sub(tx0.get(&k).copied().unwrap_or(0)) as f64 / 1e6;
+            (k, mb)
+        })
+        .filter(|(_, mb)| *mb >= 1.0)
+        .collect();
     eprintln!("  {}: iperf3 {mbit:.2} Mbit/s, {dups60} duplicates", v.name);
+    let flows = flows.join().unwrap_or_default();
+    eprintln!(
+        "  {}: M1's (sub)flows halfway: {}",
+        v.name,
+        flows.join(", ")
+    );
+    eprintln!(
+        "  {}: MB sent per interface during iperf3 (1 MB or more): {}",
+        v.name,
+        tx.iter()
+            .map(|(k, mb)| format!("{k} {mb:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let mut transfers = BTreeMap::new();
     for (k, (file, data)) in files.iter().enumerate() {
         let mut runs = Vec::new();
@@ -219,9 +262,31 @@ fn run_variant(
     json!({
         "variant": v.name,
         "iperf3_mbit_s": mbit,
+        "iperf3_tx_mb_per_interface": tx,
+        "iperf3_flows_halfway": flows,
         "iperf3_duplicates": dups60,
         "transfers": transfers,
     })
+}
+
+/// Bytes sent so far by every interface of every node, keyed `M<n>.<interface>`.
+fn tx_bytes(m: &Manet) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for n in 1..=8 {
+        let Ok(o) = m.ns(n).ip(&["-s", "-j", "link", "show"]) else {
+            continue;
+        };
+        let links: Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        for l in links.as_array().into_iter().flatten() {
+            if let (Some(name), Some(b)) =
+                (l["ifname"].as_str(), l["stats64"]["tx"]["bytes"].as_u64())
+                && name != "lo"
+            {
+                out.insert(format!("M{n}.{name}"), b);
+            }
+        }
+    }
+    out
 }
 
 fn mean(v: &[f64]) -> f64 {
