@@ -11,7 +11,7 @@
 //!   `reach_bits` of babeld's 16-hello history (as `if_quality`, 0–10000: while babeld lists
 //!   the neighbour it is heard, even when none of those hellos came), and its **cost**
 //!   babeld's link cost (its infinite metric included); babeld flushing the neighbour is
-//!   reported as the link being down;
+//!   reported as the link being down (at the second sample after it: see [`Driver::tick`]);
 //! - what a neighbour **reaches**: for every route babeld heard from it, the origin's node and
 //!   the metric the neighbour advertised (`refmetric`): the distance-vector advertisement the
 //!   router takes as that neighbour's adjacencies;
@@ -104,6 +104,9 @@ pub struct Stats {
     pub refused: u64,
     pub kernel_ops: u64,
     pub kernel_errors: u64,
+    /// Samples held because babeld had just flushed neighbours or routes (see
+    /// [`Driver::tick`]).
+    pub held_ticks: u64,
 }
 
 /// Router ids to the router's node numbers: the id's low 32 bits (readable: babeld's ids end
@@ -168,6 +171,16 @@ pub struct Driver {
     pub last_malformed: Option<String>,
     /// Links whose neighbour babeld flushed since the last tick: reported down then.
     flushed: Vec<(NodeId, IfaceId)>,
+    /// babeld flushed neighbours or routes since the last tick, and whether the last tick was
+    /// held for it.
+    settling: bool,
+    held: bool,
+    /// What the kernel's routes are made of besides the router's table, as babeld had it at
+    /// the last tick that ran: every node's prefixes, and the address of each (node,
+    /// interface) neighbour entry. The plan reads these, not babeld's live state, so the
+    /// routes change with the router's decisions only (a hold, or babeld away, changes nothing).
+    snapshot_prefixes: BTreeMap<NodeId, BTreeSet<Prefix>>,
+    snapshot_addrs: BTreeMap<(NodeId, String), IpAddr>,
     /// Neighbour (address, interface) → node, as learnt from its own routes; kept while babeld
     /// lists the neighbour, so a link whose routes babeld retracted (a fading link) is still
     /// observed.
@@ -201,6 +214,10 @@ impl Driver {
             stats: Stats::default(),
             last_malformed: None,
             flushed: Vec::new(),
+            settling: false,
+            held: false,
+            snapshot_prefixes: BTreeMap::new(),
+            snapshot_addrs: BTreeMap::new(),
             known: BTreeMap::new(),
         }
     }
@@ -244,7 +261,15 @@ impl Driver {
         self.synced = false;
         self.awaiting_dump = true;
         self.stats.connects += 1;
+        self.forget_flushes();
         Ok(())
+    }
+
+    /// Flushes not acted on are dropped: the dump that follows a connection is the state.
+    fn forget_flushes(&mut self) {
+        self.flushed.clear();
+        self.settling = false;
+        self.held = false;
     }
 
     /// The connection to babeld is gone: routes stay installed, the router stops (no
@@ -256,6 +281,9 @@ impl Driver {
         self.connected = false;
         self.synced = false;
         self.awaiting_dump = false;
+        // babeld flushes every neighbour and route as it exits: that is its going away, not
+        // the links'.
+        self.forget_flushes();
     }
 
     /// One line from babeld (after the header). A malformed line is counted and skipped.
@@ -266,6 +294,12 @@ impl Driver {
                 if matches!(line, Line::Ok) && self.awaiting_dump {
                     self.awaiting_dump = false;
                     self.synced = true;
+                }
+                if matches!(
+                    line,
+                    Line::Neighbour(babel::Kind::Flush, _) | Line::Route(babel::Kind::Flush, _)
+                ) {
+                    self.settling = true;
                 }
                 if let Line::Neighbour(babel::Kind::Flush, n) = &line
                     && let Some(lane) = self.lane_of(&n.ifname)
@@ -364,10 +398,22 @@ impl Driver {
 
     /// Every `sample` interval: observations of every neighbour, advertisements, and the
     /// router's recomputation when due. Nothing while babeld is away or its dump incomplete.
+    ///
+    /// A tick that follows flushes from babeld is held once: babeld flushes every neighbour
+    /// and route when it exits, before it closes its local interface, and acting on that
+    /// would withdraw every route just as babeld goes away (which must leave them in place).
+    /// If babeld is still there at the next tick, the flushes are acted on then: a neighbour
+    /// babeld dropped is taken down at most one sample later than without the hold.
     pub fn tick(&mut self, now: Instant) {
         if !self.synced || self.router.is_none() {
             return;
         }
+        if std::mem::take(&mut self.settling) && !self.held {
+            self.held = true;
+            self.stats.held_ticks += 1;
+            return;
+        }
+        self.held = false;
         let who = self.neighbour_nodes();
         let me = self.router.as_ref().map(Router::id);
         let bits = self.settings.reach_bits;
@@ -429,6 +475,16 @@ impl Driver {
                 observations.push(Observation::new(node, lane, Quality::Down));
             }
         }
+        self.snapshot_prefixes = self.prefixes();
+        self.snapshot_addrs = self
+            .babel
+            .neighbours
+            .values()
+            .filter_map(|n| {
+                let node = *self.known.get(&(n.address, n.ifname.clone()))?;
+                Some(((node, n.ifname.clone()), n.address))
+            })
+            .collect();
         let Some(router) = self.router.as_mut() else {
             return;
         };
@@ -545,7 +601,7 @@ impl Driver {
         let Some(router) = &self.router else {
             return out;
         };
-        let prefixes = self.prefixes();
+        let prefixes = &self.snapshot_prefixes;
         for (dest, lane, hops) in router.table() {
             let Some(ps) = prefixes.get(&dest) else {
                 continue;
@@ -557,7 +613,7 @@ impl Driver {
                 .filter_map(|h| {
                     let l = self.lanes.get(h.iface.0 as usize)?;
                     Some(KNextHop {
-                        via: self.neighbour_entry(h.neighbour, &l.name)?.address,
+                        via: *self.snapshot_addrs.get(&(h.neighbour, l.name.clone()))?,
                         ifindex: l.ifindex?,
                     })
                 })

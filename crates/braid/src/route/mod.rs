@@ -208,6 +208,7 @@ fn status_json(d: &Driver, errors: &std::collections::VecDeque<String>, now: Ins
             "last_malformed": d.last_malformed,
             "connects": ds.connects,
             "disconnects": ds.disconnects,
+            "held_ticks": ds.held_ticks,
             "unidentified_neighbours": ds.unidentified,
         },
         "lanes": lanes,

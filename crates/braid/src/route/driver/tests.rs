@@ -241,6 +241,45 @@ fn babeld_away_keeps_routes_then_resynchronises() {
 }
 
 #[test]
+fn babeld_exiting_flushes_everything_and_the_routes_stay() {
+    let mut d = connected("hmm-part", 0xffff);
+    d.tick(t(0.0));
+    install(&mut d);
+    let before = d.installed.clone();
+    assert!(!before.is_empty());
+    // babeld exits: it flushes every neighbour and route, then closes its local interface;
+    // a tick falls in between.
+    for l in dump(0xffff)
+        .iter()
+        .filter(|l| l.starts_with("add neighbour") || l.starts_with("add route"))
+    {
+        d.on_line(&l.replacen("add", "flush", 1)).unwrap();
+    }
+    d.tick(t(0.5));
+    assert!(
+        d.plan().is_empty(),
+        "nothing withdrawn at the tick after the flushes"
+    );
+    d.babeld_lost();
+    for k in 2..20 {
+        d.tick(t(0.5 * f64::from(k)));
+    }
+    assert!(d.plan().is_empty());
+    assert_eq!(d.installed, before, "routes kept while babeld is away");
+    // babeld is back with the same network: the routes are what they were.
+    d.babeld_connected(&header(1)).unwrap();
+    for l in dump(0xffff) {
+        d.on_line(&l).unwrap();
+    }
+    for k in 0..4 {
+        d.tick(t(10.0 + 0.5 * f64::from(k)));
+    }
+    install(&mut d);
+    assert_eq!(d.installed, before, "resynchronised");
+    assert_eq!(d.stats.held_ticks, 1);
+}
+
+#[test]
 fn malformed_lines_are_counted_and_skipped() {
     let mut d = connected("hmm-full", 0xffff);
     let n = d.stats.malformed;
@@ -254,12 +293,14 @@ fn malformed_lines_are_counted_and_skipped() {
         assert!(d.on_line(bad).is_err(), "{bad:?}");
     }
     assert_eq!(d.stats.malformed, n + 5);
-    // babeld flushing a neighbour takes its link down at the next tick.
+    // babeld flushing a neighbour takes its link down at the router's next period (the first
+    // tick after a flush is held: babeld may be exiting).
     d.tick(t(0.0));
     assert_eq!(d.router().unwrap().links().count(), 4);
     d.on_line("flush neighbour n3x1 address fe80::1:3 if e1 reach 0000 ureach 0000 rxcost 65535 txcost 65535 cost 65535")
         .unwrap();
     d.tick(t(0.5));
+    assert_eq!(d.stats.held_ticks, 1);
     d.tick(t(2.0));
     assert_eq!(d.router().unwrap().links().count(), 3);
     assert!(d.last_malformed.is_some());
