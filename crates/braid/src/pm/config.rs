@@ -20,6 +20,9 @@
 //! drain = true                # flag backup at once, destroy once the connection has drained
 //! drain_max_unacked = 32768   # … i.e. holds at most this many bytes not DATA_ACKed
 //! drain_check_ms = 20         # how often a draining connection is looked at (sock_diag)
+//! bind_to_device = true       # bind each subflow to its interface; false: its packets follow
+//!                             # the routing tables both ways (a multi-hop network whose
+//!                             # replies may come back over another interface: `braid route`)
 //!
 //! [hmm]                       # optional: seed 004 prediction
 //! interval_ms = 1000
@@ -102,6 +105,8 @@ struct KernelFile {
     drain: bool,
     drain_max_unacked: Option<u64>,
     drain_check_ms: Option<u64>,
+    #[serde(default = "yes")]
+    bind_to_device: bool,
 }
 
 impl Default for KernelFile {
@@ -110,6 +115,7 @@ impl Default for KernelFile {
             drain: true,
             drain_max_unacked: None,
             drain_check_ms: None,
+            bind_to_device: true,
         }
     }
 }
@@ -154,6 +160,11 @@ pub struct PmSettings {
     pub drain_max_unacked: Option<u64>,
     /// How often draining connections are looked at.
     pub drain_check: Duration,
+    /// Subflows are bound to their interface (the kernel's `SO_BINDTODEVICE`), so they leave
+    /// by it whatever the routing tables say, and take packets only from it. Off: the routing
+    /// tables decide both ways, as a multi-hop network needs, where a subflow's replies may
+    /// arrive on another interface than it left by (and a bound socket would drop them).
+    pub bind_to_device: bool,
 }
 
 /// Default of `kernel.drain_max_unacked`: re-sending 32 KB costs 13 ms at 20 Mbit/s.
@@ -169,6 +180,7 @@ impl Default for PmSettings {
             managed: Vec::new(),
             drain_max_unacked: Some(DRAIN_MAX_UNACKED),
             drain_check: Duration::from_millis(20),
+            bind_to_device: true,
         }
     }
 }
@@ -297,6 +309,7 @@ pub fn parse(text: &str, base: &Path) -> Result<PmSettings, String> {
             .drain
             .then(|| f.kernel.drain_max_unacked.unwrap_or(DRAIN_MAX_UNACKED)),
         drain_check,
+        bind_to_device: f.kernel.bind_to_device,
         managed: policy.ifaces.iter().map(|i| i.name.clone()).collect(),
         policy,
         control: f.control.unwrap_or_else(|| PathBuf::from(DEFAULT_CONTROL)),
@@ -311,6 +324,13 @@ mod tests {
 
     fn p(s: &str) -> Result<PmSettings, String> {
         parse(s, Path::new("/tmp"))
+    }
+
+    #[test]
+    fn subflows_are_bound_to_their_interface_unless_told() {
+        assert!(p("mode = \"fullmesh\"").unwrap().bind_to_device);
+        let s = p("mode = \"fullmesh\"\n[kernel]\nbind_to_device = false").unwrap();
+        assert!(!s.bind_to_device);
     }
 
     #[test]

@@ -233,7 +233,7 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
         }
         for op in ops {
             counters.requests += 1;
-            if let Err(e) = execute(&mut client, &op).await {
+            if let Err(e) = execute(&mut client, &op, settings.bind_to_device).await {
                 counters.request_errors += 1;
                 let msg = format!("{}: {e}", op.name());
                 tracing::warn!("{msg}");
@@ -260,7 +260,9 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn execute(c: &mut PmClient, op: &KernelOp) -> Result<(), braid_mptcp::Error> {
+/// One request to the kernel; a subflow is bound to its interface when `bind` (see
+/// `PmSettings::bind_to_device`).
+async fn execute(c: &mut PmClient, op: &KernelOp, bind: bool) -> Result<(), braid_mptcp::Error> {
     match *op {
         KernelOp::Announce { token, id, addr } => c.announce(token, id, addr, None).await,
         KernelOp::Remove { token, id } => c.remove(token, id).await,
@@ -272,7 +274,8 @@ async fn execute(c: &mut PmClient, op: &KernelOp) -> Result<(), braid_mptcp::Err
             remote,
             backup,
         } => {
-            c.subflow_create(token, local_id, local, Some(ifindex), remote, backup)
+            let ifindex = bind.then_some(ifindex);
+            c.subflow_create(token, local_id, local, ifindex, remote, backup)
                 .await
         }
         KernelOp::SubflowDestroy {

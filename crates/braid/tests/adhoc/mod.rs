@@ -177,7 +177,9 @@ pub fn need(tools: &[&str]) {
 }
 
 /// Kernel MPTCP between M1 (server: the in-kernel path manager announces its e1… addresses)
-/// and M8 (client: `braid pm` in full mesh, pairing within subnets when `same_subnet`).
+/// and M8 (client: `braid pm` in full mesh, pairing within subnets when `same_subnet`). The
+/// subflows are not bound to their interface: `braid route`'s tables send them, and their
+/// replies may come back over any interface (a full-path route spreads flows over every link).
 pub fn mptcp(m: &Manet, same_subnet: bool) -> netns::Daemon {
     for x in 1..m.ifaces() {
         netns::sh(
@@ -190,7 +192,9 @@ pub fn mptcp(m: &Manet, same_subnet: bool) -> netns::Daemon {
         "ip mptcp limits set subflows 8 add_addr_accepted 8",
     );
     netns::sh(m.ns(8), "sysctl -qw net.mptcp.path_manager=userspace");
-    let mut cfg = format!("mode = \"fullmesh\"\nsame_subnet = {same_subnet}\n");
+    let mut cfg = format!(
+        "mode = \"fullmesh\"\nsame_subnet = {same_subnet}\n[kernel]\nbind_to_device = false\n"
+    );
     for x in 0..m.ifaces() {
         cfg.push_str(&format!("[[iface]]\nname = \"e{x}\"\n"));
     }
