@@ -454,7 +454,18 @@ fn kernel_pm_failure(
     );
     sh(&t.client, "ip mptcp endpoint add 10.0.2.1 dev c2 subflow");
     let mut subflows = 0;
-    let o = failure(&t, opts, silent, || subflows = subflow_count(&t));
+    let o = failure(&t, opts, silent, || {
+        // The join is usually up long before; on a loaded machine it may take a retransmitted
+        // SYN (1 s): the failure waits for it, up to 5 s.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            subflows = subflow_count(&t);
+            if subflows >= 2 || std::time::Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
     assert_eq!(subflows, 2, "in-kernel PM: two subflows before the failure");
     o
 }
