@@ -267,6 +267,14 @@ pub fn nc(m: &Manet, file: &Path, data: &[u8], tcp: bool, port: u16) -> Transfer
     let seconds = t0.elapsed().as_secs_f64();
     drop(server);
     let rx = std::fs::read(&out).unwrap_or_default();
+    if !ok || rx.len() != data.len() {
+        eprintln!(
+            "nc download: client {}, {} of {} bytes received",
+            if ok { "exited 0" } else { "failed" },
+            rx.len(),
+            data.len()
+        );
+    }
     Transfer {
         seconds,
         intact: ok && rx.len() == data.len() && Sha256::digest(&rx) == Sha256::digest(data),
