@@ -182,6 +182,7 @@ fn run_variant(
         t0.elapsed().as_secs_f64()
     );
 
+    let fb0 = fallbacks(m.ns(8));
     let stop = Arc::new(AtomicBool::new(false));
     let sched = schedule(m.clone(), stop.clone());
     let tx0 = tx_bytes(m);
@@ -256,6 +257,21 @@ fn run_variant(
     }
     stop.store(true, Ordering::Relaxed);
     let _ = sched.join();
+    let fb: BTreeMap<String, u64> = fallbacks(m.ns(8))
+        .into_iter()
+        .map(|(k, n)| {
+            let d = n.saturating_sub(fb0.get(&k).copied().unwrap_or(0));
+            (k, d)
+        })
+        .collect();
+    eprintln!(
+        "  {}: M8's MPTCP handshakes and fallbacks: {}",
+        v.name,
+        fb.iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     drop(pm);
     drop(routes);
     netns::sh(m.ns(1), "ip mptcp endpoint flush");
@@ -266,6 +282,7 @@ fn run_variant(
         "iperf3_flows_halfway": flows,
         "iperf3_duplicates": dups60,
         "transfers": transfers,
+        "m8_mptcp_fallbacks": fb,
     })
 }
 
@@ -399,13 +416,16 @@ fn main() {
                 .filter_map(|x| x["duplicates"].as_f64())
                 .collect()
         };
-        let tm = per(&goodput, "tm");
-        let ratios: Vec<String> = o
-            .variants
-            .iter()
-            .filter(|v| v.name != "tm")
-            .map(|v| format!("{} {:.2}×", v.name, per(&goodput, v.name) / tm))
-            .collect();
+        let ratios: Vec<String> = if o.variants.iter().any(|v| v.name == "tm") {
+            let tm = per(&goodput, "tm");
+            o.variants
+                .iter()
+                .filter(|v| v.name != "tm")
+                .map(|v| format!("{} {:.2}×", v.name, per(&goodput, v.name) / tm))
+                .collect()
+        } else {
+            vec!["tm was not run".into()]
+        };
         let fewest = o
             .variants
             .iter()

@@ -51,6 +51,14 @@ pub struct SubflowInfo {
     pub reset: Option<Reset>,
 }
 
+impl SubflowInfo {
+    /// The peer refused the subflow's SYN (`ECONNREFUSED`): nothing listens at the remote
+    /// address and port.
+    pub fn refused(&self) -> bool {
+        self.error == Some(nix::errno::Errno::ECONNREFUSED as u8)
+    }
+}
+
 /// The reason of an MPTCP subflow reset (`MPTCP_ATTR_RESET_REASON`, `_FLAGS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reset {

@@ -28,6 +28,38 @@ struct Counters {
     requests: u64,
     request_errors: u64,
     last_errors: VecDeque<String>,
+    refused: Refused,
+}
+
+/// Subflows the peer refused before they were established (`ECONNREFUSED`): nothing listens
+/// at that address and port. The common cause is a server bound to one of its addresses: a
+/// subflow to any other of its addresses finds no listener, whatever it announced. Counted,
+/// and said once per remote address.
+#[derive(Debug, Default)]
+struct Refused {
+    count: u64,
+    said: std::collections::BTreeSet<std::net::SocketAddr>,
+}
+
+/// Remote addresses whose refusals are said in the log; the count goes on beyond them.
+const REFUSED_SAID: usize = 16;
+
+impl Refused {
+    /// Notes a closed subflow; the warning to log for the first refusal from its remote.
+    fn note(&mut self, s: &braid_mptcp::SubflowInfo, established: bool) -> Option<String> {
+        if established || !s.refused() {
+            return None;
+        }
+        self.count += 1;
+        if self.said.len() >= REFUSED_SAID || !self.said.insert(s.remote) {
+            return None;
+        }
+        Some(format!(
+            "subflow {} -> {} refused by the peer (connection refused): nothing listens there; \
+             a server bound to one address refuses subflows to its others",
+            s.local, s.remote
+        ))
+    }
 }
 
 /// Checks that the kernel can be driven: MPTCP enabled, the userspace path manager selected.
@@ -140,10 +172,14 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                 tracing::debug!(?e, "kernel event");
                 match &e {
                     PmEvent::SubClosed(s) => {
-                        if let Some(id) = bridge.subflow_id(s.token, s.local, s.remote)
+                        let id = bridge.subflow_id(s.token, s.local, s.remote);
+                        if let Some(id) = id
                             && drain.closed(s.token, Some(id))
                         {
                             tracing::info!(subflow = id.0, "a draining subflow was closed by the kernel");
+                        }
+                        if let Some(msg) = counters.refused.note(s, id.is_some()) {
+                            tracing::warn!("{msg}");
                         }
                     }
                     PmEvent::Closed { token } => {
@@ -396,6 +432,7 @@ fn status_json(
             "net_events": counters.net_events,
             "kernel_requests": counters.requests,
             "kernel_request_errors": counters.request_errors,
+            "subflows_refused": counters.refused.count,
             "stale_commands": bridge.stale_commands,
             "duplicates_skipped": bridge.duplicates_skipped,
             "drain_parked": drain.stats.parked,
@@ -448,5 +485,50 @@ fn command_text(c: &braid_pm::Command) -> String {
                 format!("clear backup on subflow {}", subflow.0)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_mptcp::{SubflowInfo, Token};
+
+    fn closed(remote: &str, error: Option<u8>) -> SubflowInfo {
+        SubflowInfo {
+            token: Token(7),
+            local: "10.1.0.8:40000".parse().unwrap(),
+            remote: remote.parse().unwrap(),
+            local_id: 2,
+            remote_id: 1,
+            backup: false,
+            ifindex: None,
+            error,
+            reset: None,
+        }
+    }
+
+    #[test]
+    fn refused_subflows_are_counted_and_said_once_per_remote() {
+        let mut r = Refused::default();
+        let refused = Some(111); // ECONNREFUSED
+        let first = r.note(&closed("10.1.0.1:5100", refused), false);
+        assert!(
+            first
+                .unwrap()
+                .contains("10.1.0.8:40000 -> 10.1.0.1:5100 refused")
+        );
+        assert_eq!(r.note(&closed("10.1.0.1:5100", refused), false), None);
+        assert!(r.note(&closed("10.2.0.1:5100", refused), false).is_some());
+        // Not refusals: another error, no error, or a subflow that had been established.
+        assert_eq!(r.note(&closed("10.3.0.1:5100", Some(110)), false), None);
+        assert_eq!(r.note(&closed("10.3.0.1:5100", None), false), None);
+        assert_eq!(r.note(&closed("10.3.0.1:5100", refused), true), None);
+        assert_eq!(r.count, 3);
+        // Past REFUSED_SAID remotes the log stays quiet and the count goes on.
+        for p in 0..40u16 {
+            r.note(&closed(&format!("10.9.0.1:{}", 6000 + p), refused), false);
+        }
+        assert_eq!(r.said.len(), REFUSED_SAID);
+        assert_eq!(r.count, 43);
     }
 }

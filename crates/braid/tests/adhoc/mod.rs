@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -214,6 +215,38 @@ pub fn duplicates(ns: &NetNs) -> u64 {
     .sum()
 }
 
+/// The kernel's MPTCP counters of `ns` that say a connection did not run MPTCP: SYNs whose
+/// MP_CAPABLE was given up after `net.mptcp.syn_retrans_before_tcp_fallback` retransmissions
+/// (`MPCapableSYNTXDrop`), blackholes detected (`Blackhole`: active MPTCP then stays off for
+/// `net.mptcp.blackhole_timeout`), SYNs sent without MP_CAPABLE while it is off
+/// (`MPCapableSYNTXDisabled`), and fallbacks after the handshake.
+pub fn fallbacks(ns: &NetNs) -> BTreeMap<String, u64> {
+    const COUNTERS: [&str; 8] = [
+        "MPCapableSYNTX",
+        "MPCapableSYNTXDrop",
+        "MPCapableSYNTXDisabled",
+        "Blackhole",
+        "MPCapableFallbackSYNACK",
+        "MPCapableFallbackACK",
+        "MPCapableDataFallback",
+        "DssFallback",
+    ];
+    let text = ns
+        .exec(&["cat", "/proc/net/netstat"])
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let mut lines = text.lines().filter(|l| l.starts_with("MPTcpExt:"));
+    let (Some(names), Some(values)) = (lines.next(), lines.next()) else {
+        return BTreeMap::new();
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .filter(|(k, _)| COUNTERS.contains(k))
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect()
+}
+
 /// A deterministic file of `len` bytes in `dir`.
 pub fn file(dir: &Path, len: usize) -> (PathBuf, Vec<u8>) {
     let mut data = vec![0u8; len];
@@ -250,7 +283,10 @@ pub fn nc(m: &Manet, file: &Path, data: &[u8], tcp: bool, port: u16) -> Transfer
             &[
                 "sh",
                 "-c",
-                &format!("exec {wrap}nc -l -N 10.0.0.1 {port} < {}", file.display()),
+                // On every address: subflows join at M1's other addresses (the in-kernel
+                // PM announces them with this port), and a server bound to 10.0.0.1 alone
+                // refuses those joins (ECONNREFUSED), leaving one subflow.
+                &format!("exec {wrap}nc -l -N {port} < {}", file.display()),
             ],
         )
         .unwrap();
