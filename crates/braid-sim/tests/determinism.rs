@@ -81,6 +81,40 @@ fn different_seeds_differ() {
     assert_ne!(run(2), other);
 }
 
+/// A variant run alone (`--variant`) gives what it gives among the others.
+#[test]
+fn a_variant_alone_gives_its_results_among_the_others() {
+    let json = |only: Option<usize>| {
+        let mut plan = scenario::load_str(SCENARIO, "det.toml", Path::new("."), &[]).unwrap();
+        let names: Vec<String> = plan.variants.iter().map(|v| v.name.clone()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        if let Some(i) = only {
+            plan.retain_variants(&names[i..=i]).unwrap();
+        }
+        let r = runner::run(
+            &plan,
+            &runner::Options {
+                jobs: 2,
+                records: runner::Records::None,
+                pcap: None,
+            },
+            &|_| {},
+        );
+        (names, report::json(&r))
+    };
+    let (names, all) = json(None);
+    let (_, alone) = json(Some(1));
+    let variant = |j: &serde_json::Value| {
+        j["variants"]
+            .as_array()
+            .and_then(|a| a.iter().find(|v| v["name"] == names[1].as_str()).cloned())
+            .unwrap_or_default()
+    };
+    assert_eq!(alone["variants"].as_array().map(Vec::len), Some(1));
+    assert_eq!(variant(&alone)["runs"].as_array().map(Vec::len), Some(2));
+    assert_eq!(variant(&alone), variant(&all));
+}
+
 /// Radio, shadowing, mobility, correlated jitter, the path managers (HMM included) and the
 /// topology engine (hellos, seed 004's routing, relays, shared media) are deterministic too.
 #[test]

@@ -426,12 +426,20 @@ fn main() {
         } else {
             vec!["tm was not run".into()]
         };
-        let fewest = o
+        // Every variant at the minimum: several often receive none at all.
+        let mptcp: Vec<(&str, f64)> = o
             .variants
             .iter()
             .filter(|v| v.name != "tm")
-            .min_by(|a, b| per(&dups, a.name).total_cmp(&per(&dups, b.name)))
-            .map_or("-", |v| v.name);
+            .map(|v| (v.name, per(&dups, v.name)))
+            .collect();
+        let least = mptcp.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+        let at_least: Vec<&str> = mptcp.iter().filter(|x| x.1 == least).map(|x| x.0).collect();
+        let fewest = match at_least.len() {
+            0 => "-".to_string(),
+            1 => format!("{} ({least:.1})", at_least[0]),
+            _ => format!("{} (tied at {least:.1})", at_least.join(", ")),
+        };
         println!(
             "{rates_name}: goodput / tm: {}; fewest duplicates per download among the MPTCP variants: {fewest}",
             ratios.join(", ")

@@ -32,6 +32,10 @@ pub struct LabArgs {
     /// Repetitions per variant (overrides the scenario's `repetitions`).
     #[arg(long, value_name = "N")]
     reps: Option<u32>,
+    /// Run only this variant (repeat for several), e.g. --variant tmobile-cap; its runs keep
+    /// the seeds they have among the others.
+    #[arg(long = "variant", value_name = "NAME")]
+    variants: Vec<String>,
     /// Base seed (overrides the scenario's `seed`).
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
@@ -77,7 +81,8 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
     if let Some(s) = a.seed {
         set.push(format!("seed={s}"));
     }
-    let plan = scenario::load(&a.file, &set)?;
+    let mut plan = scenario::load(&a.file, &set)?;
+    plan.retain_variants(&a.variants)?;
     lab::check(&plan, endpoint).map_err(anyhow::Error::msg)?;
     if !is_root() {
         bail!("braid lab needs root: it creates network namespaces, veth pairs and TUN devices");

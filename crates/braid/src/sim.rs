@@ -41,6 +41,10 @@ pub struct SimArgs {
     /// Repetitions per variant (overrides the scenario's `repetitions`).
     #[arg(long, value_name = "N")]
     reps: Option<u32>,
+    /// Run only this variant (repeat for several), e.g. --variant tmobile-cap; its runs keep
+    /// the seeds they have among the others.
+    #[arg(long = "variant", value_name = "NAME")]
+    variants: Vec<String>,
     /// Base seed (overrides the scenario's `seed`).
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
@@ -67,7 +71,8 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
     if let Some(s) = a.seed {
         set.push(format!("seed={s}"));
     }
-    let plan = scenario::load(&file, &set)?;
+    let mut plan = scenario::load(&file, &set)?;
+    plan.retain_variants(&a.variants)?;
     let jobs = a.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())

@@ -69,6 +69,39 @@ fn json_has_stable_keys_and_variant_names() {
 }
 
 #[test]
+fn variant_runs_only_the_named_variants_and_names_an_unknown_one() {
+    let short = [
+        "--reps",
+        "1",
+        "--set",
+        "duration=30s",
+        "--set",
+        "schedule.0.count=2",
+    ];
+    let j = e3_json(&[&short[..], &["--variant", "rej2", "--variant", "pto"]].concat());
+    let names: Vec<&str> = j["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["pto", "rej2"], "the file's order");
+    let out = braid()
+        .arg("sim")
+        .arg(scenario("e3-rtt-below-rtomin.toml"))
+        .args(["--quiet", "--variant", "rej3"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no variant named `rej3` (the file's variants: stock, pto, rej1, rej2, rej4)"),
+        "{err}"
+    );
+}
+
+#[test]
 fn table_shows_the_papers_numbers_and_progress_goes_to_stderr() {
     let out = braid()
         .arg("sim")

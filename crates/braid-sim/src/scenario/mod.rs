@@ -100,6 +100,32 @@ impl Plan {
     pub fn base(&self) -> &Scenario {
         &self.variants[0].scenario
     }
+
+    /// Keeps only the variants named in `names`, in the file's order (all of them when
+    /// `names` is empty); a name the file does not have is an error that lists the file's
+    /// variants. A run's seed is its variant's seed + its repetition, so a variant gives the
+    /// same results run alone as with the others.
+    pub fn retain_variants(&mut self, names: &[String]) -> Result<(), ScenarioError> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        if let Some(bad) = names
+            .iter()
+            .find(|n| !self.variants.iter().any(|v| &v.name == *n))
+        {
+            let known: Vec<&str> = self.variants.iter().map(|v| v.name.as_str()).collect();
+            return Err(ScenarioError {
+                file: self.file.clone(),
+                key: None,
+                message: format!(
+                    "no variant named `{bad}` (the file's variants: {})",
+                    known.join(", ")
+                ),
+            });
+        }
+        self.variants.retain(|v| names.contains(&v.name));
+        Ok(())
+    }
 }
 
 /// Loads a scenario file, applies `--set` overrides, and checks every variant.

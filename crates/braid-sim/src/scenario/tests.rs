@@ -431,3 +431,25 @@ fn tunnel_settings_are_checked_with_one_line_errors_naming_the_key() {
         assert_eq!(e.lines().count(), 1, "{e}");
     }
 }
+
+#[test]
+fn variants_are_chosen_by_name_and_an_unknown_one_is_named() {
+    let text =
+        format!("{BASE}\n[sweep]\n\"connection.reinjection\" = [\"stock\", \"rej1\", \"rej2\"]\n");
+    let mut p = load(&text, &[]).unwrap();
+    let names: Vec<String> = p.variants.iter().map(|v| v.name.clone()).collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    p.retain_variants(&[]).unwrap();
+    assert_eq!(p.variants.len(), 3);
+    p.retain_variants(&[names[2].clone(), names[0].clone()])
+        .unwrap();
+    let kept: Vec<&str> = p.variants.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(
+        kept,
+        [names[0].as_str(), names[2].as_str()],
+        "the file's order"
+    );
+    let e = p.retain_variants(&["rej9".into()]).unwrap_err().to_string();
+    assert!(e.starts_with("test.toml: no variant named `rej9`"), "{e}");
+    assert!(e.contains(&names[0]) && e.contains(&names[2]), "{e}");
+}
