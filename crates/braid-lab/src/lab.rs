@@ -48,6 +48,11 @@ pub enum Endpoint {
     /// Kernel MPTCP as [`Endpoint::Mptcp`], the client's subflows managed by `braid pm` (the
     /// userspace path manager) with the variant's `pm.mode` instead of the in-kernel one.
     Pm,
+    /// Kernel MPTCP as [`Endpoint::Mptcp`], the client's subflow endpoints managed by mptcpd
+    /// with its `addr_adv` plugin (its packaged default: each address mptcpd sees becomes an
+    /// in-kernel endpoint with the `subflow` flag, and goes with its address), the daemon
+    /// users deploy today.
+    Mptcpd,
 }
 
 impl Endpoint {
@@ -60,7 +65,7 @@ impl Endpoint {
         const DECISIONS: [&str; 3] = ["acted_before_break_pct", "lead_ms", "flips"];
         match self {
             Endpoint::Tunnel => &["recovery_ms"],
-            Endpoint::Mptcp => &[
+            Endpoint::Mptcp | Endpoint::Mptcpd => &[
                 "reinjections",
                 "reinjection_rate_pct",
                 "duplicate_mb",
@@ -84,7 +89,7 @@ impl Endpoint {
     pub fn runs(self, v: &Variant) -> bool {
         match self {
             Endpoint::Tunnel => true,
-            Endpoint::Mptcp | Endpoint::Pm => self.skip(v).is_none(),
+            Endpoint::Mptcp | Endpoint::Pm | Endpoint::Mptcpd => self.skip(v).is_none(),
         }
     }
 
@@ -93,7 +98,7 @@ impl Endpoint {
         let c = &v.scenario.connection;
         match self {
             Endpoint::Tunnel => None,
-            Endpoint::Mptcp | Endpoint::Pm
+            Endpoint::Mptcp | Endpoint::Pm | Endpoint::Mptcpd
                 if c.reinjection != "stock" || c.scheduler != "minrtt" =>
             {
                 Some(
@@ -103,13 +108,19 @@ impl Endpoint {
             Endpoint::Mptcp if !in_kernel_mode(v) => Some(
                 "the in-kernel path manager has no cross-layer mode (run it with --endpoint pm)",
             ),
-            Endpoint::Mptcp | Endpoint::Pm => None,
+            Endpoint::Mptcpd if !in_kernel_mode(v) => {
+                Some("mptcpd has no cross-layer mode (run it with --endpoint pm)")
+            }
+            Endpoint::Mptcpd if v.scenario.links.iter().any(|l| l.backup) => Some(
+                "mptcpd gives every address the same flags, so no link is a backup (run it with --endpoint mptcp or pm)",
+            ),
+            Endpoint::Mptcp | Endpoint::Pm | Endpoint::Mptcpd => None,
         }
     }
 
     /// Kernel MPTCP carries the application (with either path manager).
     pub fn kernel(self) -> bool {
-        matches!(self, Endpoint::Mptcp | Endpoint::Pm)
+        matches!(self, Endpoint::Mptcp | Endpoint::Pm | Endpoint::Mptcpd)
     }
 }
 
@@ -120,8 +131,9 @@ impl std::str::FromStr for Endpoint {
             "tunnel" => Ok(Endpoint::Tunnel),
             "mptcp" => Ok(Endpoint::Mptcp),
             "pm" => Ok(Endpoint::Pm),
+            "mptcpd" => Ok(Endpoint::Mptcpd),
             _ => Err(format!(
-                "unknown endpoint `{s}` (allowed: tunnel, mptcp, pm)"
+                "unknown endpoint `{s}` (allowed: tunnel, mptcp, pm, mptcpd)"
             )),
         }
     }
@@ -248,7 +260,7 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
                     );
                 }
             }
-            Endpoint::Mptcp | Endpoint::Pm => {
+            Endpoint::Mptcp | Endpoint::Pm | Endpoint::Mptcpd => {
                 let d = ConnectionSpec::default();
                 if !matches!(s.connection.congestion.as_str(), "cubic" | "newreno") {
                     return at(
@@ -706,6 +718,8 @@ struct Mptcp {
     backup: Vec<bool>,
     /// `braid pm` and its control socket, when it manages the client's subflows.
     pm: Option<(Daemon, PathBuf)>,
+    /// mptcpd, when it manages the client's path.
+    mptcpd: Option<Daemon>,
     /// braid pm's signal socket, when the scenario has radio links.
     signal: Option<PathBuf>,
 }
@@ -717,11 +731,17 @@ fn route_table(i: usize) -> String {
 
 impl Mptcp {
     /// With `pm` (the run's options and directory, and whether the scenario has radio links),
-    /// `braid pm` manages the client's subflows.
-    fn start(net: &Net, v: &Variant, pm: Option<(&Options, &Path, bool)>) -> io::Result<Mptcp> {
+    /// `braid pm` manages the client's subflows; with `mptcpd` (the run's directory), mptcpd.
+    fn start(
+        net: &Net,
+        v: &Variant,
+        pm: Option<(&Options, &Path, bool)>,
+        mptcpd: Option<&Path>,
+    ) -> io::Result<Mptcp> {
+        let userspace = pm.is_some();
         for ns in [&net.client, &net.server] {
             ns.exec(&["sysctl", "-qw", "net.mptcp.enabled=1"])?;
-            let (name, number) = if pm.is_some() && std::ptr::eq(ns, &net.client) {
+            let (name, number) = if userspace && std::ptr::eq(ns, &net.client) {
                 ("userspace", "1")
             } else {
                 ("kernel", "0")
@@ -742,6 +762,7 @@ impl Mptcp {
             links: v.scenario.links.len(),
             backup: v.scenario.links.iter().map(|l| l.backup).collect(),
             pm: None,
+            mptcpd: None,
             signal: None,
         };
         for i in 0..m.links {
@@ -757,9 +778,12 @@ impl Mptcp {
                 "table",
                 &table,
             ])?;
-            if pm.is_none() {
+            if !userspace && mptcpd.is_none() {
                 m.endpoint_add(net, i)?;
             }
+        }
+        if let Some(dir) = mptcpd {
+            m.mptcpd = Some(m.start_mptcpd(net, dir)?);
         }
         if let Some((opts, dir, radio)) = pm {
             let signal = radio.then(|| dir.join("signal.sock"));
@@ -826,7 +850,69 @@ impl Mptcp {
         Ok((d, control))
     }
 
+    /// mptcpd with its `addr_adv` plugin in the client's namespace: it makes an in-kernel
+    /// subflow endpoint of every address of the links, existing ones included. Ready when the
+    /// kernel lists one endpoint per link.
+    fn start_mptcpd(&self, net: &Net, dir: &Path) -> io::Result<Daemon> {
+        const PLUGINS: &str = "/usr/lib/x86_64-linux-gnu/mptcpd";
+        if !Path::new(PLUGINS).join("addr_adv.so").exists() {
+            return Err(io::Error::other(format!(
+                "mptcpd's addr_adv plugin is not in {PLUGINS} (Debian package mptcpd-plugins; scripts/deps installs it)"
+            )));
+        }
+        let log = dir.join("mptcpd.log");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &net.client.name, "/usr/libexec/mptcpd"])
+            .arg(format!("--plugin-dir={PLUGINS}"))
+            .args([
+                "--path-manager=addr_adv",
+                "--load-plugins=addr_adv",
+                "--addr-flags=subflow",
+                "--notify-flags=existing,skip_link_local,skip_loopback",
+                "--log=stderr",
+            ])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .map_err(|e| {
+                io::Error::other(format!(
+                    "mptcpd (Debian package mptcpd; scripts/deps installs it): {e}"
+                ))
+            })?;
+        let mut d = Daemon { child, log };
+        let t0 = Instant::now();
+        loop {
+            if let Ok(Some(st)) = d.child.try_wait() {
+                return Err(io::Error::other(format!(
+                    "mptcpd exited ({st}): {}",
+                    d.log_tail()
+                )));
+            }
+            let shown = net.client.ip(&["mptcp", "endpoint", "show"])?;
+            let shown = String::from_utf8_lossy(&shown.stdout);
+            if (0..self.links).all(|i| shown.contains(&format!("{} ", client_addr(i)))) {
+                return Ok(d);
+            }
+            if t0.elapsed() > Duration::from_secs(5) {
+                return Err(io::Error::other(format!(
+                    "mptcpd made no endpoint of every link's address within 5 s (kernel: {}): {}",
+                    shown.trim().replace('\n', "; "),
+                    d.log_tail()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn alive(&mut self) -> io::Result<()> {
+        if let Some(d) = &mut self.mptcpd
+            && let Ok(Some(st)) = d.child.try_wait()
+        {
+            return Err(io::Error::other(format!(
+                "mptcpd exited ({st}): {}",
+                d.log_tail()
+            )));
+        }
         if let Some((d, _)) = &mut self.pm
             && let Ok(Some(st)) = d.child.try_wait()
         {
@@ -853,9 +939,10 @@ impl Mptcp {
 
     /// The client's address on link `i` goes (a network manager removing it): the in-kernel
     /// path manager closes its subflows and announces the removal.
-    /// With `braid pm`, the address alone goes: the daemon hears it from the kernel.
+    /// With `braid pm` or mptcpd, the address alone goes: the daemon hears it from the kernel
+    /// (mptcpd then removes its endpoint).
     fn addr_gone(&self, net: &Net, i: usize) -> io::Result<()> {
-        if self.pm.is_none() {
+        if self.pm.is_none() && self.mptcpd.is_none() {
             let id = (i + 1).to_string();
             net.client.ip(&["mptcp", "endpoint", "delete", "id", &id])?;
         }
@@ -865,7 +952,7 @@ impl Mptcp {
     fn addr_back(&self, net: &Net, i: usize) -> io::Result<()> {
         client_address(net, i, "add")?;
         client_route(net, i)?;
-        if self.pm.is_some() {
+        if self.pm.is_some() || self.mptcpd.is_some() {
             return Ok(());
         }
         self.endpoint_add(net, i)
@@ -1275,12 +1362,14 @@ fn run_once(
     let mut ends = match opts.endpoint {
         Endpoint::Tunnel if direct => Ends::Direct,
         Endpoint::Tunnel => Ends::Tunnel(Tunnel::start(&net, v, opts, &dir)?),
-        Endpoint::Mptcp => Ends::Mptcp(Mptcp::start(&net, v, None)?),
+        Endpoint::Mptcp => Ends::Mptcp(Mptcp::start(&net, v, None, None)?),
         Endpoint::Pm => Ends::Mptcp(Mptcp::start(
             &net,
             v,
             Some((opts, dir.as_path(), !beacons.is_empty())),
+            None,
         )?),
+        Endpoint::Mptcpd => Ends::Mptcp(Mptcp::start(&net, v, None, Some(dir.as_path()))?),
     };
     setup.stop()?;
     let stop_us = s

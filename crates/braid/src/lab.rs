@@ -19,8 +19,10 @@ pub struct LabArgs {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// The real endpoints: `tunnel` (braid tunnel client and gateway), `mptcp` (kernel MPTCP,
-    /// in-kernel path manager; runs the stock/minrtt variants) or `pm` (kernel MPTCP, the
-    /// client's subflows managed by `braid pm` with the variant's `pm.mode`).
+    /// in-kernel path manager; runs the stock/minrtt variants), `pm` (kernel MPTCP, the
+    /// client's subflows managed by `braid pm` with the variant's `pm.mode`) or `mptcpd`
+    /// (kernel MPTCP, the client's subflow endpoints made by mptcpd's addr_adv plugin; the
+    /// stock variants without backup links).
     #[arg(long, default_value = "tunnel", value_name = "KIND")]
     endpoint: String,
     /// Print the results as JSON (the keys of `braid sim --json`) instead of a table.

@@ -391,3 +391,59 @@ fn braid_pm_endpoint_keeps_the_backup_link_for_the_blockage() {
     assert_eq!(status["stats"]["kernel_request_errors"], 0, "{status:#}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--endpoint mptcpd`: kernel MPTCP with mptcpd (its packaged `addr_adv` plugin) making the
+/// client's subflow endpoints, on E2 (vlc2 blocked for good at 10 s), 14 s: the minrtt variant
+/// runs (the others are skipped with a note: redundant is a scheduler the kernel has not, and
+/// mptcpd makes no backup), a subflow per interface carries data, the upload goes on.
+#[test]
+fn mptcpd_endpoint_runs_a_subflow_per_interface() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_root() {
+        return;
+    }
+    let out = braid(&[
+        "lab",
+        root_dir()
+            .join("scenarios/e2-blockage.toml")
+            .to_str()
+            .unwrap(),
+        "--endpoint",
+        "mptcpd",
+        "--set",
+        "duration=14s",
+        "--reps",
+        "1",
+        "--json",
+        "-q",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let names: Vec<&str> = v["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    assert_eq!(names, ["minrtt"], "{err}");
+    assert!(err.contains("so no link is a backup"), "{err}");
+    let m = &v["variants"][0]["metrics"];
+    let med = |k: &str| m[k]["median"].as_f64().unwrap_or(f64::NAN);
+    let (total, vlc1, vlc2, outage) = (
+        med("throughput_mbps"),
+        med("link.vlc1.throughput_mbps"),
+        med("link.vlc2.throughput_mbps"),
+        med("outage_ms"),
+    );
+    eprintln!(
+        "E2 minrtt through mptcpd: {total:.1} Mbit/s, vlc1 {vlc1:.1}, vlc2 {vlc2:.1}, outage {outage:.1} ms"
+    );
+    assert!(
+        vlc1 > 1.0 && vlc2 > 1.0,
+        "a subflow per interface carries data: vlc1 {vlc1:.1}, vlc2 {vlc2:.1} Mbit/s"
+    );
+    assert!(total > 20.0, "{total:.1} Mbit/s");
+    // The outage ends when data comes again after the blockage (over vlc1).
+    assert!(outage.is_finite(), "outage {outage} ms");
+}
