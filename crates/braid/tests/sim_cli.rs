@@ -677,7 +677,7 @@ fn lab_refuses_what_it_cannot_emulate_by_key() {
         (
             "e3-rtt-below-rtomin.toml",
             &["--endpoint", "quic"],
-            "unknown endpoint `quic` (allowed: tunnel, mptcp, pm)",
+            "unknown endpoint `quic` (allowed: tunnel, mptcp, pm, mptcpd)",
         ),
         (
             "e3-rtt-below-rtomin.toml",
