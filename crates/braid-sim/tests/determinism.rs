@@ -36,18 +36,22 @@ count = 2
 "connection.reinjection" = ["stock", "rej1"]
 "#;
 
-fn run(jobs: usize) -> String {
-    let plan = scenario::load_str(SCENARIO, "det.toml", Path::new("."), &[]).unwrap();
-    let r = runner::run(
-        &plan,
+/// Every run of `plan` on `jobs` threads, without records.
+fn results(plan: &scenario::Plan, jobs: usize) -> runner::PlanResult {
+    runner::run(
+        plan,
         &runner::Options {
             jobs,
             records: runner::Records::None,
             pcap: None,
         },
         &|_| {},
-    );
-    let mut j = report::json(&r);
+    )
+}
+
+fn run(jobs: usize) -> String {
+    let plan = scenario::load_str(SCENARIO, "det.toml", Path::new("."), &[]).unwrap();
+    let mut j = report::json(&results(&plan, jobs));
     // Wall-clock figures are the only thing allowed to differ.
     j.as_object_mut().unwrap().remove("wall_s");
     serde_json::to_string(&j).unwrap()
@@ -68,15 +72,7 @@ fn same_seed_same_results_any_thread_count() {
 fn different_seeds_differ() {
     let plan =
         scenario::load_str(SCENARIO, "det.toml", Path::new("."), &["seed=7".into()]).unwrap();
-    let r = runner::run(
-        &plan,
-        &runner::Options {
-            jobs: 2,
-            records: runner::Records::None,
-            pcap: None,
-        },
-        &|_| {},
-    );
+    let r = results(&plan, 2);
     let other = serde_json::to_string(&report::json(&r)).unwrap();
     assert_ne!(run(2), other);
 }
@@ -91,16 +87,7 @@ fn a_variant_alone_gives_its_results_among_the_others() {
         if let Some(i) = only {
             plan.retain_variants(&names[i..=i]).unwrap();
         }
-        let r = runner::run(
-            &plan,
-            &runner::Options {
-                jobs: 2,
-                records: runner::Records::None,
-                pcap: None,
-            },
-            &|_| {},
-        );
-        (names, report::json(&r))
+        (names, report::json(&results(&plan, 2)))
     };
     let (names, all) = json(None);
     let (_, alone) = json(Some(1));
@@ -143,16 +130,7 @@ fn mobility_scenarios_are_deterministic() {
     ] {
         let plan = scenario::load(&dir.join(file), &set).unwrap();
         let json = |jobs| {
-            let r = runner::run(
-                &plan,
-                &runner::Options {
-                    jobs,
-                    records: runner::Records::None,
-                    pcap: None,
-                },
-                &|_| {},
-            );
-            let mut j = report::json(&r);
+            let mut j = report::json(&results(&plan, jobs));
             j.as_object_mut().unwrap().remove("wall_s");
             serde_json::to_string(&j).unwrap()
         };

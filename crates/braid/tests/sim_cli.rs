@@ -30,6 +30,16 @@ fn e3_json(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// The variants' names in a `--json` document, in its order.
+fn variant_names(j: &serde_json::Value) -> Vec<&str> {
+    j["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect()
+}
+
 #[test]
 fn json_has_stable_keys_and_variant_names() {
     let j = e3_json(&[
@@ -52,13 +62,7 @@ fn json_has_stable_keys_and_variant_names() {
     ] {
         assert!(j.get(key).is_some(), "missing {key}");
     }
-    let names: Vec<&str> = j["variants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["stock", "pto", "rej1", "rej2", "rej4"]);
+    assert_eq!(variant_names(&j), ["stock", "pto", "rej1", "rej2", "rej4"]);
     let m = &j["variants"][0]["metrics"]["delay_increase_ms"];
     for key in ["median", "q1", "q3", "min", "max", "n"] {
         assert!(m.get(key).is_some(), "missing metrics.{key}");
@@ -79,13 +83,7 @@ fn variant_runs_only_the_named_variants_and_names_an_unknown_one() {
         "schedule.0.count=2",
     ];
     let j = e3_json(&[&short[..], &["--variant", "rej2", "--variant", "pto"]].concat());
-    let names: Vec<&str> = j["variants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["pto", "rej2"], "the file's order");
+    assert_eq!(variant_names(&j), ["pto", "rej2"], "the file's order");
     let out = braid()
         .arg("sim")
         .arg(scenario("e3-rtt-below-rtomin.toml"))
