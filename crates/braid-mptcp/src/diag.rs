@@ -91,12 +91,23 @@ pub struct TcpState {
     pub bytes_acked: u64,
     /// ... and bytes received (`tcpi_bytes_received`) over the socket's life.
     pub bytes_received: u64,
+    /// Retransmission timeouts in a row without an acknowledgement (`tcpi_backoff`): the
+    /// retransmission timer waits `rto << backoff`.
+    pub backoff: u8,
 }
 
 impl TcpState {
     /// Whether the socket still holds data of its own.
     pub fn holds_data(&self) -> bool {
         self.unacked > 0 || self.notsent > 0
+    }
+
+    /// Whether the socket holds data and waits on a backed-off timer: the retransmission
+    /// timer (data out, not acknowledged) or the probe timer (data not sent: a transmit that
+    /// failed locally, e.g. a firewall drop or no route, is retried by it). Either way it sends
+    /// nothing until that timer fires, even once its link works again.
+    pub fn in_backoff(&self) -> bool {
+        self.holds_data() && self.backoff > 0
     }
 }
 
@@ -253,6 +264,7 @@ fn tcp_state(msg: &[u8], info: &[u8]) -> Result<TcpState, ParseError> {
         notsent: u32_at(144)?,
         bytes_acked: u64_at(120)?,
         bytes_received: u64_at(128)?,
+        backoff: *info.get(4).ok_or_else(short)?,
     })
 }
 
@@ -302,12 +314,15 @@ mod tests {
         info[144..148].copy_from_slice(&5000u32.to_ne_bytes());
         info[120..128].copy_from_slice(&7_000_000_000u64.to_ne_bytes());
         info[128..136].copy_from_slice(&42u64.to_ne_bytes());
+        info[4] = 3;
         let t = tcp_state(&msg, &info).unwrap();
         assert_eq!(t.local, "10.0.1.1:40000".parse().unwrap());
         assert_eq!(t.remote, "10.0.9.2:5201".parse().unwrap());
         assert_eq!((t.unacked, t.notsent), (3, 5000));
         assert_eq!((t.bytes_acked, t.bytes_received), (7_000_000_000, 42));
         assert!(t.holds_data());
+        assert_eq!(t.backoff, 3);
+        assert!(t.in_backoff());
         assert!(tcp_state(&msg, &info[..100]).is_err());
     }
 }

@@ -172,6 +172,25 @@ impl Bridge {
             .map(|(&k, _)| k)
     }
 
+    /// A new subflow from `local`'s address (any port) to `remote`, active: the replacement
+    /// of a subflow (see `revive`). `None` when the address is no longer on an interface.
+    pub fn replacement(
+        &mut self,
+        token: Token,
+        local: SocketAddr,
+        remote: SocketAddr,
+    ) -> Option<KernelOp> {
+        let ifindex = self.iface_of_addr(local.ip())?;
+        Some(KernelOp::SubflowCreate {
+            token,
+            local_id: self.addr_id(local.ip())?,
+            local: local.ip(),
+            ifindex,
+            remote,
+            backup: false,
+        })
+    }
+
     /// Address ids are ours to give on the client side; one per address, 1..=255, stable.
     fn addr_id(&mut self, ip: IpAddr) -> Option<u8> {
         if let Some(&id) = self.addr_ids.get(&ip) {
@@ -778,6 +797,7 @@ mod tests {
                 notsent: 0,
                 bytes_acked: acked,
                 bytes_received: received,
+                backoff: 0,
             };
         let t = b.traffic(&[
             sock("10.0.1.1:40000", "10.0.1.2:5201", 1000, 10),

@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use super::bridge::{Bridge, KernelOp};
 use super::config::PmSettings;
 use super::drain::{Drain, KernelState};
+use super::revive::Revive;
 
 /// Kernel requests that failed, kept for `status`.
 const ERRORS_KEPT: usize = 20;
@@ -97,12 +98,24 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
     let mut bridge = Bridge::new(settings.managed.clone());
     let mut counters = Counters::default();
     let mut drain = Drain::new(settings.drain_max_unacked);
-    // sock_diag serves the drain and the capacity-aware modes' traffic samples.
+    let mut revive = Revive::default();
+    // sock_diag serves the drain, the capacity-aware modes' traffic samples and the
+    // replacement of subflows stuck in retransmission backoff (`revive`); only the first two
+    // cannot do without it.
     let mut diag = if settings.drain_max_unacked.is_some() || settings.policy.mode.capacity_aware()
     {
         Some(MptcpDiag::open().context("sock_diag (MPTCP connection state)")?)
     } else {
-        None
+        match MptcpDiag::open() {
+            Ok(d) => Some(d),
+            Err(e) => {
+                tracing::warn!(
+                    "sock_diag unavailable ({e}): a subflow made active again while its \
+                     retransmission timer is backed off waits for that timer"
+                );
+                None
+            }
+        }
     };
     for n in &snapshot {
         for e in bridge.on_net(n) {
@@ -172,6 +185,7 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                 tracing::debug!(?e, "kernel event");
                 match &e {
                     PmEvent::SubClosed(s) => {
+                        revive.closed(s.token, s.local, s.remote);
                         let id = bridge.subflow_id(s.token, s.local, s.remote);
                         if let Some(id) = id
                             && drain.closed(s.token, Some(id))
@@ -184,6 +198,13 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                     }
                     PmEvent::Closed { token } => {
                         drain.closed(*token, None);
+                        revive.expire(now(), Some(*token));
+                    }
+                    PmEvent::SubEstablished(s) => {
+                        if let Some(op) = revive.established(s.token, s.local, s.remote) {
+                            tracing::info!(?op, "replacement established: the old subflow goes");
+                            ops.push(op);
+                        }
                     }
                     _ => {}
                 }
@@ -267,7 +288,9 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                 None => bridge.stale_commands += 1,
             }
         }
-        for op in ops {
+        revive.expire(now(), None);
+        let mut queue: VecDeque<KernelOp> = ops.into();
+        while let Some(op) = queue.pop_front() {
             counters.requests += 1;
             if let Err(e) = execute(&mut client, &op, settings.bind_to_device).await {
                 counters.request_errors += 1;
@@ -277,12 +300,50 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                     counters.last_errors.pop_front();
                 }
                 counters.last_errors.push_back(msg);
-            } else {
-                tracing::info!(?op, "kernel request done");
-                bridge.applied(&op);
+                if let KernelOp::SubflowCreate { token, local, .. } = op {
+                    revive.failed(token, local);
+                }
+                continue;
+            }
+            tracing::info!(?op, "kernel request done");
+            bridge.applied(&op);
+            // A subflow made active again while its retransmission timer is backed off:
+            // replace it (see `revive`).
+            if let KernelOp::SetBackup {
+                token,
+                local,
+                remote,
+                backup: false,
+            } = op
+                && let Some(d) = diag.as_mut()
+            {
+                match d.tcp().await {
+                    Ok(sockets) if revive.activated(&op, &sockets, now()) => {
+                        match bridge.replacement(token, local, remote) {
+                            Some(new) => {
+                                tracing::info!(
+                                    %local, %remote,
+                                    "subflow made active in retransmission backoff: replacing it"
+                                );
+                                queue.push_back(new);
+                            }
+                            None => revive.failed(token, local.ip()),
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!("sock_diag: {e}"),
+                }
             }
         }
-        let v = status_json(&pm, &bridge, &drain, &counters, &sig_stats, &events, now());
+        let v = status_json(
+            &pm,
+            &bridge,
+            (&drain, &revive),
+            &counters,
+            &sig_stats,
+            &events,
+            now(),
+        );
         if let Ok(mut s) = snapshot_json.lock() {
             *s = v;
         }
@@ -331,7 +392,7 @@ async fn execute(c: &mut PmClient, op: &KernelOp, bind: bool) -> Result<(), brai
 fn status_json(
     pm: &Manager,
     bridge: &Bridge,
-    drain: &Drain,
+    (drain, revive): (&Drain, &Revive),
     counters: &Counters,
     sig: &SignalStats,
     events: &PmEvents,
@@ -442,6 +503,10 @@ fn status_json(
             "drain_destroyed_lost": drain.stats.destroyed_lost,
             "drain_closed_by_kernel": drain.stats.closed_by_kernel,
             "drain_max_unacked_at_destroy": drain.stats.max_unacked_at_destroy,
+            "backoff_replacements": revive.stats.started,
+            "backoff_replaced": revive.stats.replaced,
+            "backoff_replacements_abandoned": revive.stats.abandoned,
+            "backoff_replacements_pending": revive.pending(),
         },
         "last_errors": counters.last_errors.iter().collect::<Vec<_>>(),
         "signal": sig.to_json(),

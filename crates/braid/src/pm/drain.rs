@@ -241,6 +241,7 @@ mod tests {
             notsent,
             bytes_acked: 0,
             bytes_received: 0,
+            backoff: 0,
         }
     }
 

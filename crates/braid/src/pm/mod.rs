@@ -6,6 +6,7 @@ mod bridge;
 pub mod config;
 mod daemon;
 mod drain;
+mod revive;
 mod wifi;
 
 use std::path::PathBuf;
