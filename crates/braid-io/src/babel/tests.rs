@@ -237,12 +237,14 @@ async fn fake(script: &'static str) -> (Endpoint, tokio::task::JoinHandle<String
     let t = tokio::spawn(async move {
         use tokio::io::AsyncReadExt;
         let (mut s, _) = l.accept().await.unwrap();
+        // Connected: the path has served. Removed now, not at the end, which a test that
+        // drops this task before it ends never reaches.
+        let _ = std::fs::remove_dir_all(&dir);
         s.write_all(script.as_bytes()).await.unwrap();
         let mut got = vec![0u8; 64];
         let n = tokio::time::timeout(Duration::from_millis(500), s.read(&mut got))
             .await
             .map_or(0, |r| r.unwrap_or(0));
-        let _ = std::fs::remove_dir_all(&dir);
         String::from_utf8_lossy(&got[..n]).into_owned()
     });
     (Endpoint::Unix(path), t)
