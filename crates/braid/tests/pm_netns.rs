@@ -439,13 +439,40 @@ struct Drained {
     max_unacked: u64,
 }
 
-/// [`failure`] with the in-kernel path manager (a subflow endpoint on c2).
+/// [`failure`] with the in-kernel path manager (a subflow endpoint on c2). The comparison
+/// needs its second subflow: three times in a few dozen runs of this file (twice in CI beside
+/// the quiet tests, once locally) the client had one subflow when c1 failed, the second time
+/// with both ends counting the join complete (cause not found yet). Such
+/// a run measures a path manager with nothing to fail over to, not the in-kernel one's
+/// failover: it is said, with every MPTCP counter that moved and the client's sockets, and
+/// measured once more; a second such run fails the test.
 fn kernel_pm_failure(
     prefix: &str,
     rate_mbit: [u32; 2],
     opts: SendOpts,
     silent: Duration,
 ) -> Outcome {
+    match kernel_pm_attempt(prefix, rate_mbit, opts, silent) {
+        Ok(o) => o,
+        Err(first) => {
+            eprintln!(
+                "{prefix}: the in-kernel PM had one subflow when c1 failed; measured again. \
+                 {first}"
+            );
+            let again = format!("{prefix}a");
+            kernel_pm_attempt(&again, rate_mbit, opts, silent).unwrap_or_else(|second| {
+                panic!("in-kernel PM: one subflow before the failure, twice: {first}\n{second}")
+            })
+        }
+    }
+}
+
+fn kernel_pm_attempt(
+    prefix: &str,
+    rate_mbit: [u32; 2],
+    opts: SendOpts,
+    silent: Duration,
+) -> Result<Outcome, String> {
     let t = Topo::new(prefix, rate_mbit, true);
     sh(&t.client, "sysctl -qw net.mptcp.path_manager=kernel");
     sh(
@@ -467,28 +494,34 @@ fn kernel_pm_failure(
             std::thread::sleep(Duration::from_millis(50));
         }
         if subflows < 2 {
-            // What became of the join, for the failure's message.
-            joins = [
-                (&t.client, "MPTcpExtMPJoinSynTx"),
-                (&t.client, "MPTcpExtMPJoinSynAckRx"),
-                (&t.client, "MPTcpExtMPJoinSynTxCreatSkErr"),
-                (&t.client, "MPTcpExtMPJoinSynTxBindErr"),
-                (&t.client, "MPTcpExtMPJoinSynTxConnectErr"),
-                (&t.server, "MPTcpExtMPJoinSynRx"),
-                (&t.server, "MPTcpExtMPJoinAckRx"),
-                (&t.server, "MPTcpExtMPJoinRejected"),
-            ]
-            .iter()
-            .map(|(ns, c)| format!("{} {c} {}", ns.name, nstat(ns, c)))
-            .collect::<Vec<_>>()
-            .join(", ");
+            // What became of the join, for the failure's message: every MPTCP counter that
+            // moved on either side, and the client's sockets.
+            let moved = |ns: &braid_mptcp::netns::NetNs| {
+                let out = ns.exec(&["nstat", "-az"]).unwrap();
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .filter(|l| l.starts_with("MPTcpExt"))
+                    .filter_map(|l| {
+                        let mut f = l.split_whitespace();
+                        let (name, v) = (f.next()?, f.next()?);
+                        (v != "0").then(|| format!("{name} {v}"))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let ss = t.client.output(&["ss", "-tnie"]).unwrap();
+            joins = format!(
+                "client: {}; server: {}; client sockets:\n{}",
+                moved(&t.client),
+                moved(&t.server),
+                String::from_utf8_lossy(&ss.stdout)
+            );
         }
     });
-    assert_eq!(
-        subflows, 2,
-        "in-kernel PM: two subflows before the failure ({joins})"
-    );
-    o
+    if subflows != 2 {
+        return Err(format!("{subflows} subflows before the failure ({joins})"));
+    }
+    Ok(o)
 }
 
 fn median(v: &[Duration]) -> Duration {
