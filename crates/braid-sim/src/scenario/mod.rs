@@ -369,6 +369,13 @@ fn set_parts(root: &mut toml::Table, parts: &[String], value: toml::Value) -> Re
             cur.insert(part.clone(), value);
             return Ok(());
         }
+        // `schedule.0.count` on a file without a schedule: a list entry that does not exist,
+        // not a table to create.
+        if !cur.contains_key(part)
+            && let Some(n) = parts.get(i + 1).and_then(|p| p.parse::<usize>().ok())
+        {
+            return Err(format!("index {n} out of range (no `{part}` entries)"));
+        }
         let entry = cur
             .entry(part.clone())
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));

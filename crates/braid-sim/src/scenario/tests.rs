@@ -118,6 +118,13 @@ fn overrides_by_index_name_and_quoted_key() {
     assert_eq!(p.variants[0].name, "rej4");
     let e = err(BASE, &["link.c.delay=1ms"]);
     assert!(e.contains("no `link` entry named `c`"), "{e}");
+    let e = err(BASE, &["link.2.delay=1ms"]);
+    assert!(e.contains("index 2 out of range (2 entries)"), "{e}");
+    let e = err(BASE, &["schedule.0.count=2"]);
+    assert!(
+        e.contains("key `schedule.0.count`: index 0 out of range (no `schedule` entries)"),
+        "{e}"
+    );
     let e = err(BASE, &["nonsense"]);
     assert!(e.contains("expected key=value"), "{e}");
 }
