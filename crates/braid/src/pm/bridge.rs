@@ -173,13 +173,17 @@ impl Bridge {
     }
 
     /// A new subflow from `local`'s address (any port) to `remote`, active: the replacement
-    /// of a subflow (see `revive`). `None` when the address is no longer on an interface.
+    /// of a subflow (see `revive`). `None` when the address is no longer on an interface, or
+    /// when the connection is one the peer opened (subflows are the initiator's to create).
     pub fn replacement(
         &mut self,
         token: Token,
         local: SocketAddr,
         remote: SocketAddr,
     ) -> Option<KernelOp> {
+        if self.conns.get(&token.0).is_none_or(|c| c.server_side) {
+            return None;
+        }
         let ifindex = self.iface_of_addr(local.ip())?;
         Some(KernelOp::SubflowCreate {
             token,
@@ -619,6 +623,39 @@ mod tests {
             addr(5, "10.0.1.1"),
             addr(6, "10.0.2.1"),
         ]
+    }
+
+    #[test]
+    fn a_replacement_is_asked_only_for_connections_this_side_opened() {
+        let mut b = Bridge::new(vec!["veth1".into(), "veth2".into()]);
+        for e in two_veths() {
+            b.on_net(&e);
+        }
+        b.on_kernel(&PmEvent::Created(conn_info(7)));
+        let served = ConnInfo {
+            server_side: true,
+            ..conn_info(8)
+        };
+        b.on_kernel(&PmEvent::Created(served));
+        let (old, remote) = (sa("10.0.1.1:40000"), sa("10.0.1.2:5201"));
+        let Some(KernelOp::SubflowCreate {
+            token,
+            local,
+            ifindex,
+            remote: to,
+            backup,
+            ..
+        }) = b.replacement(Token(7), old, remote)
+        else {
+            panic!("a replacement for the connection this side opened");
+        };
+        assert_eq!(
+            (token, local, ifindex, to, backup),
+            (Token(7), old.ip(), 5, remote, false)
+        );
+        assert_eq!(b.replacement(Token(8), old, remote), None);
+        assert_eq!(b.replacement(Token(9), old, remote), None);
+        assert_eq!(b.replacement(Token(7), sa("10.0.3.1:40000"), remote), None);
     }
 
     /// The bridge and a cross-layer manager against a scripted kernel: the commands that reach

@@ -315,22 +315,19 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                 remote,
                 backup: false,
             } = op
+                && let Some(new) = bridge.replacement(token, local, remote)
                 && let Some(d) = diag.as_mut()
             {
                 match d.tcp().await {
-                    Ok(sockets) if revive.activated(&op, &sockets, now()) => {
-                        match bridge.replacement(token, local, remote) {
-                            Some(new) => {
-                                tracing::info!(
-                                    %local, %remote,
-                                    "subflow made active in retransmission backoff: replacing it"
-                                );
-                                queue.push_back(new);
-                            }
-                            None => revive.failed(token, local.ip()),
+                    Ok(sockets) => {
+                        if revive.activated(&op, &sockets, now()) {
+                            tracing::info!(
+                                %local, %remote,
+                                "subflow made active in retransmission backoff: replacing it"
+                            );
+                            queue.push_back(new);
                         }
                     }
-                    Ok(_) => {}
                     Err(e) => tracing::warn!("sock_diag: {e}"),
                 }
             }
