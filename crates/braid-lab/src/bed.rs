@@ -113,6 +113,7 @@ pub fn spec(capacity: Capacity, delay_ms: u64) -> DirSpec {
         queue: QueueLimit::Packets(100),
         loss: 0.0,
         overhead: 0,
+        frame_time: Duration::ZERO,
     }
 }
 

@@ -42,6 +42,11 @@ pub struct DirSpec {
     pub loss: f64,
     /// Bytes added to every datagram on the wire (UDP/IP headers, framing).
     pub overhead: u32,
+    /// Airtime every frame holds beyond its bytes at the link's rate: a wireless MAC's
+    /// inter-frame spaces, mean backoff, preamble and link-layer acknowledgement (802.11b
+    /// DSSS with a long preamble: ≈ 866 µs). It costs the same at every rate, so it takes a
+    /// larger share of a fast link than of a slow one. Zero on a wire.
+    pub frame_time: Duration,
 }
 
 /// Why a packet did not make it onto the wire.
@@ -200,9 +205,12 @@ impl Direction {
         if let Some(m) = &medium {
             start = start.max(**m);
         }
+        let frame_ns = self.spec.frame_time.as_nanos() as u64;
         let depart = match &self.spec.capacity {
-            Capacity::Rate(bps) => start + (f64::from(wire) * 8.0 * 1e9 / bps).ceil() as u64,
-            Capacity::Trace(trace) => self.trace_departure(trace.clone(), start, wire),
+            Capacity::Rate(bps) => {
+                start + frame_ns + (f64::from(wire) * 8.0 * 1e9 / bps).ceil() as u64
+            }
+            Capacity::Trace(trace) => self.trace_departure(trace.clone(), start + frame_ns, wire),
         };
         self.busy_until_ns = depart;
         if let Some(m) = medium {
@@ -239,10 +247,11 @@ impl Direction {
             return Err(Drop::Loss);
         }
         let wire = (size as u32 + self.spec.overhead) as f64 * 8.0;
-        let serialise = match &self.spec.capacity {
-            Capacity::Rate(bps) => Duration::from_secs_f64(wire / bps),
-            Capacity::Trace(_) => Duration::ZERO,
-        };
+        let serialise = self.spec.frame_time
+            + match &self.spec.capacity {
+                Capacity::Rate(bps) => Duration::from_secs_f64(wire / bps),
+                Capacity::Trace(_) => Duration::ZERO,
+            };
         Ok(now + serialise + self.spec.delay)
     }
 
@@ -305,7 +314,39 @@ mod tests {
             queue: QueueLimit::Packets(3),
             loss: 0.0,
             overhead: 0,
+            frame_time: Duration::ZERO,
         }
+    }
+
+    #[test]
+    fn a_frame_overhead_costs_the_same_airtime_at_every_rate() {
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        // 1000 bytes at 8 and at 1 Mbit/s: 1 and 8 ms on the wire, plus 0.5 ms per frame.
+        for (bps, bits_ms) in [(8e6, 1.0), (1e6, 8.0)] {
+            let mut d = Direction::new(DirSpec {
+                frame_time: Duration::from_micros(500),
+                queue: QueueLimit::Packets(10),
+                ..spec(Capacity::Rate(bps))
+            });
+            let a = d.send(Instant::ZERO, 1000, &mut rng).unwrap();
+            let b = d.send(Instant::ZERO, 1000, &mut rng).unwrap();
+            let per_frame = bits_ms + 0.5;
+            assert_eq!(
+                a,
+                Instant::from_micros((per_frame * 1000.0) as u64 + 10_000)
+            );
+            assert_eq!(
+                b,
+                Instant::from_micros((2.0 * per_frame * 1000.0) as u64 + 10_000)
+            );
+        }
+        // A hello pays it too.
+        let mut d = Direction::new(DirSpec {
+            frame_time: Duration::from_micros(500),
+            ..spec(Capacity::Rate(8e6))
+        });
+        let h = d.control(Instant::ZERO, 1000, &mut rng).unwrap();
+        assert_eq!(h, Instant::from_micros(1500 + 10_000));
     }
 
     #[test]

@@ -106,6 +106,7 @@ fn check_expanded(
             queue,
             loss: l.loss,
             overhead: l.overhead,
+            frame_time: l.frame_overhead.0,
         };
         links.push((dir(down), dir(up)));
     }

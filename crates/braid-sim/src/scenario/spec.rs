@@ -131,6 +131,10 @@ pub struct LinkSpec {
     /// Bytes added per datagram on the wire (UDP/IP).
     #[serde(default = "default_overhead")]
     pub overhead: u32,
+    /// Airtime every frame holds beyond its bytes at the link's rate (a wireless MAC's
+    /// inter-frame spaces, backoff, preamble and link-layer ACK; 802.11b: ≈ 866 µs).
+    #[serde(default)]
+    pub frame_overhead: Dur,
     /// Links naming the same medium share its airtime (one radio channel): one packet on it at
     /// a time, whichever link and direction. A `node.*` link's medium is one per interface
     /// (`<medium>.<interface>`).
