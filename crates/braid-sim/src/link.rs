@@ -231,6 +231,52 @@ impl Direction {
         Ok(arrival)
     }
 
+    /// A direction with this one's capacity and propagation delay, up, and nothing else: no
+    /// loss, jitter, framing, per-frame airtime or queue limit. Offered a stream's bytes in
+    /// order, it gives the earliest each could have arrived if the stream had the link to
+    /// itself.
+    pub fn unloaded(&self) -> Direction {
+        Direction::new(DirSpec {
+            capacity: self.spec.capacity.clone(),
+            delay: self.spec.delay,
+            jitter: Duration::ZERO,
+            jitter_period: Duration::ZERO,
+            reorder: false,
+            queue: QueueLimit::Bytes(u64::MAX),
+            loss: 0.0,
+            overhead: 0,
+            frame_time: Duration::ZERO,
+        })
+    }
+
+    /// The current rate, for a direction that has one (not a trace).
+    pub fn rate(&self) -> Option<f64> {
+        match self.spec.capacity {
+            Capacity::Rate(bps) => Some(bps),
+            Capacity::Trace(_) => None,
+        }
+    }
+
+    /// The earliest a datagram of `size` bytes offered at `now` could arrive with the queue
+    /// empty and no jitter: a lower bound on its arrival whatever is queued; `None` while the
+    /// direction is down. Changes nothing.
+    pub fn earliest_arrival(&self, now: Instant, size: usize) -> Option<Instant> {
+        if !self.up {
+            return None;
+        }
+        let wire = size as u32 + self.spec.overhead;
+        let start_ns = now.micros() * 1000 + self.spec.frame_time.as_nanos() as u64;
+        let depart = match &self.spec.capacity {
+            Capacity::Rate(bps) => start_ns + (f64::from(wire) * 8.0 * 1e9 / bps).ceil() as u64,
+            Capacity::Trace(trace) => {
+                let first = trace.first_at_or_after(start_ns.div_ceil(1_000_000));
+                let more = u64::from(wire.div_ceil(OPPORTUNITY_BYTES).max(1) - 1);
+                (trace.time_ms(first + more) * 1_000_000).max(start_ns)
+            }
+        };
+        Some(Instant::from_micros(depart.div_ceil(1000)) + self.spec.delay)
+    }
+
     /// A control packet (a routing hello) of `size` bytes offered at `now`: it goes ahead of
     /// the queue (control traffic has priority) but is lost like any packet when the link is
     /// down or by the link's loss; returns its arrival time. Not counted in [`DirStats`].
@@ -316,6 +362,40 @@ mod tests {
             overhead: 0,
             frame_time: Duration::ZERO,
         }
+    }
+
+    #[test]
+    fn the_earliest_arrival_bounds_every_send() {
+        let mut rng = Pcg64Mcg::seed_from_u64(3);
+        // A trace with a gap from 3 to 900 ms, and a rate link.
+        let trace = Trace::parse("1\n2\n3\n900\n901\n1000\n").unwrap();
+        for cap in [Capacity::Trace(trace), Capacity::Rate(1e6)] {
+            let mut d = Direction::new(DirSpec {
+                queue: QueueLimit::Packets(1000),
+                ..spec(cap)
+            });
+            for ms in (0..2500).step_by(7) {
+                let now = Instant::from_micros(ms * 1000);
+                let bound = d.earliest_arrival(now, 1200).unwrap();
+                let at = d.send(now, 1200, &mut rng).unwrap();
+                assert!(bound <= at, "{ms} ms: bound {bound:?} after arrival {at:?}");
+            }
+        }
+        let mut d = Direction::new(spec(Capacity::Trace(
+            Trace::parse("1\n2\n3\n900\n901\n1000\n").unwrap(),
+        )));
+        // In the gap: the next opportunity (900 ms) plus the delay; an empty queue meets it.
+        let now = Instant::from_micros(10_000);
+        assert_eq!(
+            d.earliest_arrival(now, 100),
+            Some(Instant::from_micros(910_000))
+        );
+        assert_eq!(
+            d.send(now, 100, &mut rng),
+            Ok(Instant::from_micros(910_000))
+        );
+        d.set_up(now, false);
+        assert_eq!(d.earliest_arrival(now, 100), None);
     }
 
     #[test]

@@ -198,6 +198,24 @@ pub const METRICS: &[MetricDef] = &[
         shown: Shown::Median,
     },
     MetricDef {
+        key: "delay_p99_event_bound_ms",
+        label: "Least possible delay around the loss, 99th percentile",
+        unit: "ms",
+        experiments: "E7, E8",
+        per: Per::Event,
+        about: "99th percentile, over the CBR messages generated in the event window, of a lower bound on each message's one-way delay from the links joining the two hosts: while several are up, its earliest arrival over any of them with empty queues (next delivery opportunity of a trace, serialisation, per-frame airtime, propagation); while one is, behind the stream's earlier messages on it (an in-order stream goes no faster than that link), unless another link came up first; no path manager gets the window's delay_p99_event_ms below it (simulator only)",
+        shown: Shown::Median,
+    },
+    MetricDef {
+        key: "delay_p99_event_alone_ms",
+        label: "Delay around the loss on the best link alone, 99th percentile",
+        unit: "ms",
+        experiments: "E7, E8",
+        per: Per::Event,
+        about: "the least, over the links joining the two hosts, of the 99th percentile delay the event window's CBR messages would have had on that link alone: the stream by itself on a copy of the link (its capacity over time, trace gaps included, and propagation delay; no loss or other traffic) from the start of the run, messages generated while it is down sent when it returns; at most the target means one link could have carried the stream in that window (simulator only)",
+        shown: Shown::Median,
+    },
+    MetricDef {
         key: "flips",
         label: "Backup/active changes",
         unit: "changes",
@@ -526,6 +544,19 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
                     .or_default()
                     .push(quantile(&d, 0.99));
             }
+            if let Some(mut b) = c.bounds(us(from), us(to), us(end))
+                && !b.is_empty()
+            {
+                b.sort_by(f64::total_cmp);
+                out.entry("delay_p99_event_bound_ms".into())
+                    .or_default()
+                    .push(quantile(&b, 0.99));
+            }
+            if let Some(a) = c.alone_p99(us(from), us(to), us(end)) {
+                out.entry("delay_p99_event_alone_ms".into())
+                    .or_default()
+                    .push(a);
+            }
         }
         out.entry("max_gap_ms".into())
             .or_default()
@@ -663,6 +694,10 @@ struct CbrDelays<'a> {
     /// Generation times of every message, delivered or not (empty when the record has none:
     /// then only delivered messages count).
     generated: &'a [u64],
+    /// A lower bound on each generated message's delay (µs), when the run recorded one.
+    bound: Option<&'a [u32]>,
+    /// Per link, each generated message's delay (µs) on that link alone, when recorded.
+    alone: Vec<&'a [u32]>,
 }
 
 impl<'a> CbrDelays<'a> {
@@ -680,7 +715,53 @@ impl<'a> CbrDelays<'a> {
         Some(CbrDelays {
             delivered,
             generated: &r.cbr_generated,
+            bound: (!r.cbr_bound.is_empty() && r.cbr_bound.len() == r.cbr_generated.len())
+                .then_some(&r.cbr_bound[..]),
+            alone: r
+                .cbr_alone
+                .iter()
+                .filter(|a| !a.is_empty() && a.len() == r.cbr_generated.len())
+                .map(|a| &a[..])
+                .collect(),
         })
+    }
+
+    /// Of the links the stream could have had to itself, the least 99th percentile (ms) of the
+    /// delays the window's messages would have had on one alone (none above `end −
+    /// generation`), when recorded.
+    fn alone_p99(&self, from: u64, to: u64, end: u64) -> Option<f64> {
+        let lo = self.generated.partition_point(|&g| g < from);
+        let hi = self.generated.partition_point(|&g| g <= to);
+        if lo == hi {
+            return None;
+        }
+        self.alone
+            .iter()
+            .map(|a| {
+                let mut d: Vec<f64> = self.generated[lo..hi]
+                    .iter()
+                    .zip(&a[lo..hi])
+                    .map(|(&g, &x)| u64::from(x).min(end.saturating_sub(g)) as f64 / 1e3)
+                    .collect();
+                d.sort_by(f64::total_cmp);
+                quantile(&d, 0.99)
+            })
+            .min_by(f64::total_cmp)
+    }
+
+    /// The lower bounds (ms) on the delays of the messages generated in [from, to], when the
+    /// run recorded them; none above `end − generation`, what [`window`](Self::window) counts
+    /// for a message never delivered.
+    fn bounds(&self, from: u64, to: u64, end: u64) -> Option<Vec<f64>> {
+        let bound = self.bound?;
+        let lo = self.generated.partition_point(|&g| g < from);
+        let hi = self.generated.partition_point(|&g| g <= to);
+        let bounds = self.generated[lo..hi].iter().zip(&bound[lo..hi]);
+        Some(
+            bounds
+                .map(|(&g, &b)| u64::from(b).min(end.saturating_sub(g)) as f64 / 1e3)
+                .collect(),
+        )
     }
 
     /// Delays (ms) of the messages generated in [from, to]: measured for those delivered,
@@ -855,6 +936,43 @@ mod tests {
         let tp = out["throughput_mbps"][0];
         assert!(tp > 0.7 && tp < 0.8, "{tp}");
         assert!(out.contains_key("link.wlan.throughput_mbps"));
+    }
+
+    #[test]
+    fn the_delay_bound_is_the_p99_of_the_windows_bounds() {
+        // CBR every 10 ms from 1 s to 10 s; the bound is 20 ms except for the messages
+        // generated in [5 s, 5.5 s), which wait 300 ms for the next delivery opportunity.
+        let mut r = record();
+        r.cbr_generated = (100..1000).map(|i| i * 10_000).collect();
+        r.cbr_bound = r
+            .cbr_generated
+            .iter()
+            .map(|&g| {
+                if (5_000_000..5_500_000).contains(&g) {
+                    300_000
+                } else {
+                    20_000
+                }
+            })
+            .collect();
+        let m = MetricsSpec {
+            before: crate::units::Dur(Duration::from_secs(2)),
+            after: crate::units::Dur(Duration::from_secs(2)),
+            warmup: crate::units::Dur(Duration::ZERO),
+            ..MetricsSpec::default()
+        };
+        // Window [3 s, 7 s]: 401 messages, 50 of them at 300 ms: the p99 is 300 ms.
+        let out = compute(&r, &m);
+        assert_eq!(out["delay_p99_event_bound_ms"], vec![300.0]);
+        // Alone on two links: one at 20 ms throughout, one at 500 ms: the least is 20 ms.
+        r.cbr_alone = vec![vec![500_000; 900], vec![20_000; 900]];
+        let out = compute(&r, &m);
+        assert_eq!(out["delay_p99_event_alone_ms"], vec![20.0]);
+        // A record without bounds (real stacks) or with a mismatched list has no such metric.
+        r.cbr_bound.pop();
+        assert!(!compute(&r, &m).contains_key("delay_p99_event_bound_ms"));
+        r.cbr_bound.clear();
+        assert!(!compute(&r, &m).contains_key("delay_p99_event_bound_ms"));
     }
 
     #[test]

@@ -107,6 +107,14 @@ pub struct RunRecord {
     pub cbr: Vec<(u64, u32)>,
     /// Generation time (µs) of every CBR message the application generated, delivered or not.
     pub cbr_generated: Vec<u64>,
+    /// For each generated message (same order), a lower bound (µs) on its one-way delay from
+    /// the links joining the two hosts directly (`world::bound`). Empty when no link joins
+    /// them (or on real stacks).
+    pub cbr_bound: Vec<u32>,
+    /// Per link joining the two hosts (in link order), for each generated
+    /// message, its one-way delay (µs) had the stream been alone on that link (`world::bound`;
+    /// `u32::MAX` while the link has not come back).
+    pub cbr_alone: Vec<Vec<u32>>,
     pub samples: Vec<Sample>,
     pub loss_events: Vec<LossEvent>,
     pub recoveries: Vec<Recovery>,

@@ -120,11 +120,26 @@ pub fn deliveries(rec: &RunRecord) -> Table {
     t
 }
 
+/// Delivered CBR messages: generation time, one-way delay and, where the run recorded it, the
+/// lower bound on that delay (`bound_ms`, the `delay_p99_event_bound_ms` metric's).
 pub fn cbr(rec: &RunRecord) -> Table {
-    let cols = [("sent_s".to_string(), 6), ("delay_ms".to_string(), 3)];
+    let bounds = !rec.cbr_bound.is_empty() && rec.cbr_bound.len() == rec.cbr_generated.len();
+    let mut cols = vec![("sent_s".to_string(), 6), ("delay_ms".to_string(), 3)];
+    if bounds {
+        cols.push(("bound_ms".to_string(), 3));
+    }
     let mut t = Table::new("cbr", &cols, rec.cbr.len());
-    for (sent, delay) in &rec.cbr {
-        t.push([*sent as f64 / 1e6, f64::from(*delay) / 1e3]);
+    for &(sent, delay) in &rec.cbr {
+        let mut row = vec![sent as f64 / 1e6, f64::from(delay) / 1e3];
+        if bounds {
+            let i = rec.cbr_generated.partition_point(|&g| g < sent);
+            let b = rec
+                .cbr_bound
+                .get(i)
+                .filter(|_| rec.cbr_generated[i] == sent);
+            row.push(b.map_or(f64::NAN, |&b| f64::from(b) / 1e3));
+        }
+        t.push(row);
     }
     t
 }

@@ -266,10 +266,12 @@ impl World<'_> {
             let seq = app.next_seq;
             app.next_seq += 1;
             app.backlog.push_back((seq, self.now));
+            let next = app.start + Duration::from_nanos(app.interval_ns.saturating_mul(seq + 1));
+            let size = app.size;
             if flow == 0 {
                 self.rec.cbr_generated.push(self.now.micros());
+                self.record_bounds(size);
             }
-            let next = app.start + Duration::from_nanos(app.interval_ns.saturating_mul(seq + 1));
             self.schedule(next, Kind::AppTick { flow: flow as u16 });
         }
         self.pump(s);

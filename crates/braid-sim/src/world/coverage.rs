@@ -64,6 +64,7 @@ impl World<'_> {
         for d in &mut self.links[l].dirs {
             d.set_up(now, false);
         }
+        self.bound_links_changed();
         // In a topology a radio link that fades out is the routing's business, not a loss
         // event of the measured connection (scripted ones are).
         if self.legacy() || scripted {
@@ -93,6 +94,7 @@ impl World<'_> {
             return;
         }
         link.addr_present = false;
+        self.bound_links_changed();
         self.eps[0].conn.remove_local_addr(AddrId(l as u8));
         self.client_pm_event(pm::Event::LocalAddrRemoved {
             iface: pm::IfaceId(l as u32),
@@ -111,12 +113,14 @@ impl World<'_> {
         for d in &mut self.links[l].dirs {
             d.set_up(now, true);
         }
+        self.bound_links_changed();
         if addr || !self.links[l].addr_present {
             if self.links[l].addr_present {
                 // Back before the loss was noticed.
                 self.eps[0].conn.local_addr_restored(AddrId(l as u8));
             } else {
                 self.links[l].addr_present = true;
+                self.bound_links_changed();
                 let ip = self.topo.nodes[self.eps[0].node].ifaces[l].addr;
                 self.client_pm_event(pm::Event::LocalAddrNew {
                     iface: pm::IfaceId(l as u32),

@@ -22,9 +22,11 @@
 //!
 //! Files: [`net`] (links, forwarding, hellos), [`host`] (endpoints, path managers), [`app`]
 //! (applications), [`coverage`] (radio, scripted link and address changes), [`routing`] (the
-//! routing policy interface and the built-in shortest-path policy).
+//! routing policy interface and the built-in shortest-path policy), [`bound`] (what the
+//! measured CBR stream's delays could at best have been).
 
 mod app;
+mod bound;
 mod coverage;
 mod host;
 mod manet;
@@ -170,6 +172,8 @@ pub struct World<'a> {
     /// Empty buffers to reuse.
     spare: Vec<Vec<u8>>,
     rec: RunRecord,
+    /// The measured stream's delay bounds (see [`bound`]).
+    shadow: Option<bound::StreamShadow>,
     scratch: Vec<u8>,
     chunk: Vec<u8>,
     sample_every: Duration,
@@ -262,6 +266,7 @@ impl<'a> World<'a> {
             free: Vec::new(),
             spare: Vec::new(),
             rec,
+            shadow: None,
             scratch: vec![0; 1 << 16],
             chunk: vec![0; 1 << 16],
             sample_every: s.metrics.sample.0.max(Duration::from_millis(1)),
