@@ -17,6 +17,7 @@
 --           0x07 REMOVE_ADDR id:u8 before, 0x08 PATH_OPEN local:u8 remote:u8 flags:u8,
 --           0x09 PATH_PRIO path flags:u8, 0x0a PATH_CLOSE path reason, 0x0b CLOSE code
 --   flags = 0x01 backup; PATH_PRIO also 0x02 duplicate (the path carries a copy of the stream)
+--   and 0x04 reinject (resend what is outstanding on the path over the others)
 --   ranges = count (gap len){count}: start = previous end + 1 + gap (the first: cum + 1 +
 --            gap), end = start + 1 + len, half-open [start, end)
 --
@@ -72,6 +73,7 @@ local f = {
     flags = ProtoField.uint8("braid.flags", "Flags", base.HEX),
     backup = ProtoField.bool("braid.backup", "Backup", 8, nil, 0x01),
     duplicate = ProtoField.bool("braid.duplicate", "Duplicate (carries a copy of the stream)", 8, nil, 0x02),
+    reinject = ProtoField.bool("braid.reinject", "Reinject (resend what is outstanding on the path)", 8, nil, 0x04),
     addr_family = ProtoField.uint8("braid.addr.family", "Family", base.DEC),
     addr_ipv4 = ProtoField.ipv4("braid.addr.ipv4", "Address"),
     addr_ipv6 = ProtoField.ipv6("braid.addr.ipv6", "Address"),
@@ -168,20 +170,21 @@ local function reader(tvb)
     return r
 end
 
--- `dup`: PATH_PRIO's flags, which also have the duplicate bit (0x02).
-local function flags_item(tree, r, dup)
+-- `prio`: PATH_PRIO's flags, which also have the duplicate (0x02) and reinject (0x04) bits.
+local function flags_item(tree, r, prio)
     local v, range = r:u8()
     local t = tree:add(f.flags, range)
     t:add(f.backup, range)
     local reserved = 0xfe
-    if dup then
+    if prio then
         t:add(f.duplicate, range)
-        reserved = 0xfc
+        t:add(f.reinject, range)
+        reserved = 0xf8
     end
     if bit.band(v, reserved) ~= 0 then
         fail("reserved flag bits set")
     end
-    return bit.band(v, 1) ~= 0, bit.band(v, 2) ~= 0
+    return bit.band(v, 1) ~= 0, bit.band(v, 2) ~= 0, bit.band(v, 4) ~= 0
 end
 
 local function ranges(tree, r, cum)
@@ -306,9 +309,9 @@ local function frame(tree, r)
     elseif ty == 0x09 then
         local p, prange = r:varint()
         ft:add(f.prio_path, prange, p)
-        local backup, duplicate = flags_item(ft, r, true)
+        local backup, duplicate, reinject = flags_item(ft, r, true)
         info = "PATH_PRIO path " .. tostring(p) .. (backup and " backup" or " active")
-            .. (duplicate and " duplicate" or "")
+            .. (duplicate and " duplicate" or "") .. (reinject and " reinject" or "")
     elseif ty == 0x0a then
         local p, prange = r:varint()
         ft:add(f.close_path, prange, p)

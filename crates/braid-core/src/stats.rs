@@ -116,6 +116,9 @@ pub struct ConnectionStats {
     pub stale_removals: u64,
     /// Backed-off retransmission timers fired early by [`crate::Connection::peer_alive`].
     pub peer_alive_retransmits: u64,
+    /// PATH_PRIO frames received that asked for a path's outstanding data to be sent again
+    /// over the others ([`crate::Connection::reinject_path`]).
+    pub reinject_requests_received: u64,
     pub dropped: Drops,
 }
 

@@ -585,3 +585,47 @@ fn clearing_the_duplicate_flag_stops_the_copies() {
             .is_err()
     );
 }
+
+/// A 4 Mbit/s stream client → server on a fast path (link 0) beside a slower one (link 1); link
+/// 0 loses everything from 2 s to 2.1 s (a fading radio), and 20 ms into it the server (the
+/// receiving end, as a cross-layer path manager on a vehicle) moves the stream off it: backup
+/// flag, and with `reinject` also `reinject_path`. Returns the longest gap at the server around
+/// it and the client's count of reinjection requests received.
+fn demotion_gap(reinject: bool) -> (Duration, u64) {
+    let links = vec![Link::new(8).rate_mbit(27), Link::new(25).rate_mbit(20)];
+    let mut p = Pair::new(Config::default(), links, 1);
+    p.open_all(&[false, false]);
+    let mut feed = paced(4);
+    p.run_until_with(ms(2_000), &mut feed);
+    let id = p.server.paths().find(|i| i.local == AddrId(0)).unwrap().id;
+    p.links[0].loss = 1.0;
+    p.run_until_with(ms(2_020), &mut feed);
+    p.server.set_backup(id, true).unwrap();
+    if reinject {
+        p.server.reinject_path(id).unwrap();
+    }
+    p.run_until_with(ms(2_100), &mut feed);
+    p.links[0].loss = 0.0;
+    p.run_until_with(ms(4_000), &mut feed);
+    assert!(p.client.path(id).unwrap().backup);
+    (
+        p.max_server_gap(ms(1_900), ms(4_000)),
+        p.client.stats().reinject_requests_received,
+    )
+}
+
+#[test]
+fn reinject_path_resends_what_a_demoted_path_had_in_flight() {
+    let (gap, asked) = demotion_gap(true);
+    let (stock_gap, stock_asked) = demotion_gap(false);
+    eprintln!("longest gap: {gap:?} with reinject_path, {stock_gap:?} without");
+    assert!(asked >= 1, "the peer got the request");
+    // The tail lost on the demoted path goes over the other at once.
+    assert!(gap < Duration::from_millis(100), "gap {gap:?}");
+    assert_eq!(stock_asked, 0);
+    // Without it, the demoted path gets no new data: its lost tail waits for its timers.
+    assert!(stock_gap > Duration::from_millis(150), "gap {stock_gap:?}");
+    let mut p = Pair::new(Config::default(), vec![Link::new(10)], 1);
+    p.open_all(&[]);
+    assert!(p.client.reinject_path(braid_core::PathId(99)).is_err());
+}

@@ -58,6 +58,12 @@ pub enum Applied {
         local: CoreAddr,
         on: bool,
     },
+    /// What was in flight on a path was sent again over the others, and the peer asked to
+    /// do the same.
+    Reinjected {
+        path: PathId,
+        local: CoreAddr,
+    },
     /// An address was announced to the peer or withdrawn.
     Announced(CoreAddr),
     Withdrawn(CoreAddr),
@@ -266,6 +272,15 @@ impl ConnAdapter {
                         local,
                         on,
                     },
+                    _ => Applied::Nothing,
+                }
+            }
+            Command::Reinject { subflow, .. } => {
+                let id = PathId(subflow.0 as u32);
+                match local_of(conn, id) {
+                    Some(local) if conn.reinject_path(id).is_ok() => {
+                        Applied::Reinjected { path: id, local }
+                    }
                     _ => Applied::Nothing,
                 }
             }

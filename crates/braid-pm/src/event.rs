@@ -169,6 +169,15 @@ pub enum Command {
         subflow: SubflowId,
         on: bool,
     },
+    /// Send again over the other subflows what is in flight on this one, both ways (the
+    /// capacity-aware modes, when they demote a fading link: what it carried when it was
+    /// demoted is not left to its retransmission timer). braid's own connections do it
+    /// (`braid_core::Connection::reinject_path`); kernel MPTCP cannot, and `braid pm` skips the
+    /// command.
+    Reinject {
+        conn: ConnId,
+        subflow: SubflowId,
+    },
 }
 
 impl Command {
@@ -179,7 +188,8 @@ impl Command {
             | Command::CreateSubflow { conn, .. }
             | Command::RemoveSubflow { conn, .. }
             | Command::SetBackup { conn, .. }
-            | Command::SetDuplicate { conn, .. } => *conn,
+            | Command::SetDuplicate { conn, .. }
+            | Command::Reinject { conn, .. } => *conn,
         }
     }
 }

@@ -138,6 +138,8 @@ pub struct Stats {
     /// The `…-dup` modes: subflows asked to carry a copy of the stream, and asked to stop.
     pub duplicate_set: u64,
     pub duplicate_cleared: u64,
+    /// `Reinject` commands (a demoted fading link's data in flight sent over the others).
+    pub reinjections: u64,
 }
 
 /// The configurable path manager (full mesh, backup, cross-layer, cross-layer backup mode,
@@ -338,6 +340,7 @@ impl Manager {
             Command::SetBackup { backup: false, .. } => self.stats.backup_cleared += 1,
             Command::SetDuplicate { on: true, .. } => self.stats.duplicate_set += 1,
             Command::SetDuplicate { on: false, .. } => self.stats.duplicate_cleared += 1,
+            Command::Reinject { .. } => self.stats.reinjections += 1,
             _ => {}
         }
         if matches!(command, Command::SetBackup { .. })
@@ -689,6 +692,23 @@ impl Manager {
             },
             reason,
         );
+        // The capacity-aware modes demoting a fading link onto links seen carrying the demand:
+        // what it has in flight goes over them at once (not onto links that cannot carry it,
+        // where the copies would only add to their backlog).
+        let fading = self
+            .ifaces
+            .get(&s.iface)
+            .is_some_and(|i| i.cfg.threshold_dbm.is_some());
+        if backup && fading && self.cfg.mode.capacity_aware() && self.others_can_carry(s.iface) {
+            self.push(
+                s.iface,
+                Command::Reinject {
+                    conn: c,
+                    subflow: id,
+                },
+                reason,
+            );
+        }
     }
 
     /// Re-runs the policy for one interface on every connection.

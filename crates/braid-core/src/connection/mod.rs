@@ -528,6 +528,9 @@ impl Connection {
     /// Sets or clears a path's backup flag and tells the peer (PATH_PRIO, like MP_PRIO).
     pub fn set_backup(&mut self, id: PathId, backup: bool) -> Result<(), Error> {
         let idx = self.path_index(id).ok_or(Error::UnknownPath)?;
+        if !backup {
+            self.paths[idx].reinject_asked = false;
+        }
         if self.paths[idx].backup != backup {
             self.paths[idx].backup = backup;
             self.ctrl_queue.push_back(Ctrl::PathPrio(id));
@@ -536,6 +539,24 @@ impl Connection {
                 backup,
                 by_peer: false,
             });
+        }
+        Ok(())
+    }
+
+    /// Sends again over the other paths what is outstanding on path `id` (sent, not yet
+    /// acknowledged), and asks the peer to do the same with what it has outstanding there
+    /// (PATH_PRIO's reinject bit, on every PATH_PRIO for the path until it is made active
+    /// again). A path manager that moves the stream off a fading link (braid_pm's capacity-aware
+    /// modes) uses it beside [`set_backup`](Self::set_backup): what was in flight on the link
+    /// when it was demoted is not left to its retransmission timer, which a path that gets no
+    /// new data only fires after a tail-loss probe or an RTO (200 ms or more). The receiver
+    /// keeps whichever copy arrives first.
+    pub fn reinject_path(&mut self, id: PathId) -> Result<(), Error> {
+        let idx = self.path_index(id).ok_or(Error::UnknownPath)?;
+        self.paths[idx].reinject_asked = true;
+        self.reinject(idx, false);
+        if !self.ctrl_queue.contains(&Ctrl::PathPrio(id)) {
+            self.ctrl_queue.push_back(Ctrl::PathPrio(id));
         }
         Ok(())
     }

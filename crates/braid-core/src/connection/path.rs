@@ -186,6 +186,10 @@ pub(crate) struct Path {
     /// ([`Connection::set_duplicate`](super::Connection::set_duplicate)); `redundant_next` is
     /// then its cursor.
     pub duplicate: bool,
+    /// The peer was asked to resend what it has outstanding on this path over its other
+    /// paths ([`Connection::reinject_path`](super::Connection::reinject_path)): every PATH_PRIO
+    /// for the path says so until it is made active again.
+    pub reinject_asked: bool,
     /// PATH_OPEN not yet sent (only on the side that opened the path).
     pub open_pending: bool,
     /// The acceptor of a path answers PATH_OPEN with an ack-eliciting packet, so that it too
@@ -263,6 +267,7 @@ impl Path {
             },
             backup,
             duplicate: false,
+            reinject_asked: false,
             open_pending: opened_locally,
             answer_pending: !opened_locally,
             next_seq: 0,

@@ -216,8 +216,13 @@ impl Connection {
                 path,
                 backup,
                 duplicate,
+                reinject,
             } => {
                 if let Some(i) = self.path_index(path) {
+                    if reinject {
+                        self.stats.reinject_requests_received += 1;
+                        self.reinject(i, false);
+                    }
                     if self.paths[i].backup != backup {
                         self.paths[i].backup = backup;
                         self.events.push_back(Event::PathPriority {

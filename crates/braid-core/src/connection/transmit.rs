@@ -405,6 +405,7 @@ impl Connection {
                     path,
                     backup: p.is_some_and(|p| p.backup),
                     duplicate: p.is_some_and(|p| p.duplicate),
+                    reinject: p.is_some_and(|p| p.reinject_asked),
                 }
                 .emit(buf)
             }

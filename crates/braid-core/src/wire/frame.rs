@@ -29,6 +29,9 @@ pub mod frame_type {
 const FLAG_BACKUP: u8 = 0x01;
 /// PATH_PRIO only: the path carries a copy of the stream (see [`Frame::PathPrio`]).
 const FLAG_DUPLICATE: u8 = 0x02;
+/// PATH_PRIO only: resend what is outstanding on the path over the others (see
+/// [`Frame::PathPrio`]).
+const FLAG_REINJECT: u8 = 0x04;
 
 /// One frame, borrowing payload bytes from the datagram it was parsed from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,11 +81,14 @@ pub enum Frame<'a> {
     },
     /// The sender asks that `path` be used only as a backup (or no longer), and whether it
     /// carries a copy of the stream besides (`duplicate`: every stream byte sent on another
-    /// path is sent on it too, see `Connection::set_duplicate`).
+    /// path is sent on it too, see `Connection::set_duplicate`), and (`reinject`) that what the
+    /// receiver has outstanding on it be sent again over its other paths (see
+    /// `Connection::reinject_path`).
     PathPrio {
         path: PathId,
         backup: bool,
         duplicate: bool,
+        reinject: bool,
     },
     /// The sender closed `path`.
     PathClose { path: PathId, reason: u64 },
@@ -164,11 +170,13 @@ impl Frame<'_> {
                 path,
                 backup,
                 duplicate,
+                reinject,
             } => {
                 out.push(PATH_PRIO);
                 varint::write(out, u64::from(path.0));
                 let b = if backup { FLAG_BACKUP } else { 0 };
-                out.push(b | if duplicate { FLAG_DUPLICATE } else { 0 });
+                let d = if duplicate { FLAG_DUPLICATE } else { 0 };
+                out.push(b | d | if reinject { FLAG_REINJECT } else { 0 });
             }
             Frame::PathClose { path, reason } => {
                 out.push(PATH_CLOSE);
@@ -464,8 +472,9 @@ impl<'a> FrameIter<'a> {
                 let b = r.u8()?;
                 Frame::PathPrio {
                     path,
-                    backup: flags(b & !FLAG_DUPLICATE)?,
+                    backup: flags(b & !(FLAG_DUPLICATE | FLAG_REINJECT))?,
                     duplicate: b & FLAG_DUPLICATE != 0,
+                    reinject: b & FLAG_REINJECT != 0,
                 }
             }
             PATH_CLOSE => Frame::PathClose {

@@ -51,11 +51,13 @@ fn packet_with_every_frame_round_trips() {
             path: PathId(2),
             backup: true,
             duplicate: false,
+            reinject: false,
         },
         Frame::PathPrio {
             path: PathId(3),
             backup: true,
             duplicate: true,
+            reinject: true,
         },
         Frame::PathClose {
             path: PathId(4),
@@ -111,14 +113,17 @@ fn rejects_bad_headers_and_frames() {
     header().emit(&mut buf);
     buf.extend_from_slice(&[frame_type::PATH_OPEN, 0, 0, 0x80]);
     assert_eq!(parse(&buf).unwrap_err(), ParseError::Reserved);
-    // The duplicate flag belongs to PATH_PRIO only; PATH_PRIO's other bits stay reserved.
+    // The duplicate and reinject flags belong to PATH_PRIO only; PATH_PRIO's other bits stay
+    // reserved.
+    for flag in [0x02, 0x04] {
+        let mut buf = Vec::new();
+        header().emit(&mut buf);
+        buf.extend_from_slice(&[frame_type::PATH_OPEN, 0, 0, flag]);
+        assert_eq!(parse(&buf).unwrap_err(), ParseError::Reserved);
+    }
     let mut buf = Vec::new();
     header().emit(&mut buf);
-    buf.extend_from_slice(&[frame_type::PATH_OPEN, 0, 0, 0x02]);
-    assert_eq!(parse(&buf).unwrap_err(), ParseError::Reserved);
-    let mut buf = Vec::new();
-    header().emit(&mut buf);
-    buf.extend_from_slice(&[frame_type::PATH_PRIO, 2, 0x04]);
+    buf.extend_from_slice(&[frame_type::PATH_PRIO, 2, 0x08]);
     assert_eq!(parse(&buf).unwrap_err(), ParseError::Reserved);
 }
 
@@ -141,7 +146,7 @@ enum OwnedFrame {
     AddAddr(u8, bool, SocketAddr),
     RemoveAddr(u8, u32),
     PathOpen(u8, u8, bool),
-    PathPrio(u32, bool, bool),
+    PathPrio(u32, bool, bool, bool),
     PathClose(u32, u64),
     Close(u64),
 }
@@ -178,8 +183,8 @@ fn arb_frame() -> impl Strategy<Value = OwnedFrame> {
         (any::<u8>(), any::<u32>()).prop_map(|(i, b)| OwnedFrame::RemoveAddr(i, b)),
         (any::<u8>(), any::<u8>(), any::<bool>())
             .prop_map(|(l, r, b)| OwnedFrame::PathOpen(l, r, b)),
-        (any::<u32>(), any::<bool>(), any::<bool>())
-            .prop_map(|(p, b, d)| OwnedFrame::PathPrio(p, b, d)),
+        (any::<u32>(), any::<bool>(), any::<bool>(), any::<bool>())
+            .prop_map(|(p, b, d, r)| OwnedFrame::PathPrio(p, b, d, r)),
         (any::<u32>(), 0u64..varint::MAX).prop_map(|(p, r)| OwnedFrame::PathClose(p, r)),
         (0u64..varint::MAX).prop_map(OwnedFrame::Close),
     ]
@@ -216,10 +221,11 @@ fn emit_owned(h: &Header, frames: &[OwnedFrame]) -> Vec<u8> {
                 backup: *b,
             }
             .emit(&mut out),
-            OwnedFrame::PathPrio(p, b, d) => Frame::PathPrio {
+            OwnedFrame::PathPrio(p, b, d, r) => Frame::PathPrio {
                 path: PathId(*p),
                 backup: *b,
                 duplicate: *d,
+                reinject: *r,
             }
             .emit(&mut out),
             OwnedFrame::PathClose(p, r) => Frame::PathClose {
@@ -270,13 +276,14 @@ fn frame_matches(owned: &OwnedFrame, f: &Frame<'_>) -> bool {
             },
         ) => *l == local.0 && *r == remote.0 && b == backup,
         (
-            OwnedFrame::PathPrio(p, b, d),
+            OwnedFrame::PathPrio(p, b, d, r),
             Frame::PathPrio {
                 path,
                 backup,
                 duplicate,
+                reinject,
             },
-        ) => *p == path.0 && b == backup && d == duplicate,
+        ) => *p == path.0 && b == backup && d == duplicate && r == reinject,
         (OwnedFrame::PathClose(p, r), Frame::PathClose { path, reason }) => {
             *p == path.0 && r == reason
         }

@@ -636,6 +636,42 @@ fn capacity_aware_cross_demotes_onto_a_link_that_carried_the_demand() {
     assert_eq!(m.stats().demotions_withheld, 0);
 }
 
+fn reinjects(cmds: &[Command], id: u64) -> usize {
+    cmds.iter()
+        .filter(|c| matches!(c, Command::Reinject { subflow, .. } if subflow.0 == id))
+        .count()
+}
+
+#[test]
+fn capacity_aware_demotion_onto_a_link_that_carries_resends_what_was_in_flight() {
+    // Demoted onto LTE, which carried the stream: WLAN's data in flight goes over LTE at once,
+    // right after the backup flag.
+    let (mut m, _, t) = capacity_setup(Mode::CrossLayerCapacity, 4e6);
+    let cmds = sig(&mut m, t + 10, WLAN, -84.0);
+    assert_eq!(reinjects(&cmds, 101), 1, "{cmds:?}");
+    let at = |f: &dyn Fn(&Command) -> bool| cmds.iter().position(f).unwrap();
+    assert!(
+        at(&|c| matches!(c, Command::SetBackup { backup: true, .. }))
+            < at(&|c| matches!(c, Command::Reinject { .. })),
+        "{cmds:?}"
+    );
+    assert_eq!(m.stats().reinjections, 1);
+    // Algorithm 1 (`cross`) leaves it to the transport's timers.
+    let mut m = setup(Mode::CrossLayer, |_| {});
+    sig(&mut m, 10, WLAN, -70.0);
+    established(&mut m, 20, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    drain(&mut m);
+    let cmds = sig(&mut m, 100, WLAN, -84.0);
+    assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
+    assert_eq!(reinjects(&cmds, 101), 0, "{cmds:?}");
+    // Nor when the link that takes the stream has not been seen carrying it (demoted anyway
+    // below the floor): the copies would add to its backlog.
+    let (mut m, _, t) = capacity_setup(Mode::CrossLayerCapacity, 2e6);
+    let cmds = sig(&mut m, t + 10, WLAN, -84.1);
+    assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
+    assert_eq!(reinjects(&cmds, 101), 0, "{cmds:?}");
+}
+
 #[test]
 fn capacity_aware_cross_keeps_a_fading_link_the_others_cannot_replace() {
     let (mut m, mut b, t) = capacity_setup(Mode::CrossLayerCapacity, 2e6);

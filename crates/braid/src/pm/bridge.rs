@@ -94,6 +94,8 @@ pub struct Bridge {
     pub stale_commands: u64,
     /// `SetDuplicate` commands skipped (see [`Bridge::unsupported`]).
     pub duplicates_skipped: u64,
+    /// `Reinject` commands skipped (see [`Bridge::unsupported`]).
+    pub reinjects_skipped: u64,
     /// Capacity-aware modes: bytes each interface's subflows carried (closed ones included).
     carried: braid_pm::Carried<(SocketAddr, SocketAddr)>,
     /// Subflows created with the backup flag and not established yet, by connection, local
@@ -506,13 +508,16 @@ impl Bridge {
     /// Whether the kernel cannot do what the command asks; such a command is counted and
     /// skipped. Kernel MPTCP has only its own scheduler and no way to have a subflow carry a
     /// copy of the stream: the `…-dup` modes' `SetDuplicate` is skipped, so on the kernel they
-    /// act as their capacity-aware counterparts (`cross-cap`, `cross-backup-cap`).
+    /// act as their capacity-aware counterparts (`cross-cap`, `cross-backup-cap`). Nor can it
+    /// be told to resend at once what a subflow has in flight: the capacity-aware modes'
+    /// `Reinject` is skipped (the kernel's own retransmission recovers it).
     pub fn unsupported(&mut self, c: &Command) -> bool {
-        let skip = matches!(c, Command::SetDuplicate { .. });
-        if skip {
-            self.duplicates_skipped += 1;
+        match c {
+            Command::SetDuplicate { .. } => self.duplicates_skipped += 1,
+            Command::Reinject { .. } => self.reinjects_skipped += 1,
+            _ => return false,
         }
-        skip
+        true
     }
 
     /// A path-manager command, as a kernel request (`None`: it names something gone, or the
@@ -564,7 +569,7 @@ impl Bridge {
                     backup: *backup,
                 }
             }
-            Command::SetDuplicate { .. } => return None,
+            Command::SetDuplicate { .. } | Command::Reinject { .. } => return None,
         };
         Some(op)
     }
@@ -924,6 +929,13 @@ mod tests {
         assert!(!b.unsupported(&backup));
         assert!(b.unsupported(&dup));
         assert_eq!((b.duplicates_skipped, b.stale_commands), (2, 0));
+        let reinject = Command::Reinject {
+            conn: ConnId(1),
+            subflow: SubflowId(3),
+        };
+        assert!(b.unsupported(&reinject));
+        assert_eq!(b.to_kernel(&reinject), None);
+        assert_eq!(b.reinjects_skipped, 1);
         assert!(braid_pm::Mode::from_name("cross-dup").is_some());
         assert!(braid_pm::Mode::from_name("cross-backup-dup").is_some());
     }

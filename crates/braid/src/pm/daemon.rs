@@ -274,6 +274,16 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                 continue;
             }
             if bridge.unsupported(&c) {
+                if matches!(c, Command::Reinject { .. }) {
+                    if bridge.reinjects_skipped == 1 {
+                        tracing::info!(
+                            "mode {}: the kernel cannot be told to resend what a demoted subflow \
+                             has in flight; such requests are skipped (status: reinjects_skipped)",
+                            mode_name(pm.config().mode)
+                        );
+                    }
+                    continue;
+                }
                 if bridge.duplicates_skipped == 1 {
                     tracing::warn!(
                         "mode {}: the kernel cannot make a subflow carry a copy of the stream; \
@@ -493,6 +503,7 @@ fn status_json(
             "subflows_refused": counters.refused.count,
             "stale_commands": bridge.stale_commands,
             "duplicates_skipped": bridge.duplicates_skipped,
+            "reinjects_skipped": bridge.reinjects_skipped,
             "drain_parked": drain.stats.parked,
             "drain_destroyed_dead_idle": drain.stats.destroyed_dead_idle,
             "drain_destroyed_timeout": drain.stats.destroyed_timeout,
@@ -531,6 +542,7 @@ fn command_text(c: &braid_pm::Command) -> String {
             }
         }
         C::RemoveSubflow { subflow, .. } => format!("remove subflow {}", subflow.0),
+        C::Reinject { subflow, .. } => format!("resend what subflow {} has in flight", subflow.0),
         C::SetDuplicate { subflow, on, .. } => {
             if *on {
                 format!("copy the stream on subflow {}", subflow.0)
