@@ -457,5 +457,6 @@ class Result:
 
     @cached_property
     def cbr(self):
-        """Every CBR message: sent_s, delay_ms (empty without a CBR application)."""
+        """Every CBR message delivered: sent_s, delay_ms and, in the two-node form, bound_ms
+        (a lower bound on that delay from the links alone); empty without a CBR application."""
         return self._series("cbr")
