@@ -184,22 +184,8 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
             ))
         };
         // Radio and signal replays: the simulator's beacons (`radio_beacons`) applied to the
-        // emulated link and fed to braid pm, on the kernel endpoints.
+        // emulated link and fed to the client's path manager (braid pm, or braid tunnel's).
         let radio = |i: usize| v.radios[i].is_some() || v.signals[i].is_some();
-        if endpoint == Endpoint::Tunnel {
-            if s.mobility.is_some() {
-                return at(
-                    "mobility",
-                    "radio links run on the kernel endpoints (--endpoint pm or mptcp), not yet on the braid tunnel",
-                );
-            }
-            if let Some(i) = (0..s.links.len()).find(|&i| radio(i)) {
-                return at(
-                    &format!("link[{i}].signal"),
-                    "signal replays run on the kernel endpoints (--endpoint pm or mptcp), not yet on the braid tunnel",
-                );
-            }
-        }
         for (i, l) in s.links.iter().enumerate() {
             if radio(i) && l.address == AddressPolicy::Lose {
                 return at(
@@ -233,16 +219,29 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
                     "braid pm runs the capacity estimate with its defaults (no setting for it)",
                 );
             }
-        } else if endpoint == Endpoint::Tunnel && !in_kernel_mode(v) {
-            return at(
-                "pm.mode",
-                "the braid tunnel endpoint takes auto, fullmesh or backup (cross-layer modes: --endpoint pm)",
-            );
+        } else if endpoint == Endpoint::Tunnel {
+            // braid tunnel's client takes every mode but has no setting for the HMM nor the
+            // capacity estimate (it runs the estimate with its defaults).
+            if s.pm.hmm.is_some() {
+                return at(
+                    "pm.hmm",
+                    "the HMM runs on braid pm (--endpoint pm); braid tunnel has no setting for it",
+                );
+            }
+            if s.pm.capacity.is_some() {
+                return at(
+                    "pm.capacity",
+                    "braid tunnel runs the capacity estimate with its defaults (no setting for it)",
+                );
+            }
         }
-        if endpoint != Endpoint::Pm && (s.pm.remove_weak || s.pm.same_subnet) {
+        if endpoint != Endpoint::Pm && s.pm.same_subnet {
+            return at("pm.same_subnet", "applied by braid pm only (--endpoint pm)");
+        }
+        if !matches!(endpoint, Endpoint::Pm | Endpoint::Tunnel) && s.pm.remove_weak {
             return at(
-                "pm",
-                "remove_weak and same_subnet are not applied by the lab's endpoints",
+                "pm.remove_weak",
+                "applied by braid pm and braid tunnel only (--endpoint pm or tunnel)",
             );
         }
         if s.tunnel.is_some() && endpoint.kernel() {
@@ -577,6 +576,8 @@ struct Tunnel {
     client: Daemon,
     gateway_control: PathBuf,
     client_control: PathBuf,
+    /// The client's signal socket, when the scenario has radio links.
+    signal: Option<PathBuf>,
 }
 
 const TUN_SERVER: &str = "10.200.0.1";
@@ -584,7 +585,15 @@ const TUN_CLIENT: &str = "10.200.0.2";
 const APP_PORT: u16 = 5001;
 
 impl Tunnel {
-    fn start(net: &Net, v: &Variant, opts: &Options, dir: &Path) -> io::Result<Tunnel> {
+    /// With `radio`, the client's path manager hears the radio links' signal on a socket in
+    /// `dir` and each link carries its threshold, smoothing and hysteresis.
+    fn start(
+        net: &Net,
+        v: &Variant,
+        opts: &Options,
+        dir: &Path,
+        radio: bool,
+    ) -> io::Result<Tunnel> {
         let (gw_priv, gw_pub) = braid_tunnel::daemon::keygen();
         let (cl_priv, cl_pub) = braid_tunnel::daemon::keygen();
         let c = &v.scenario.connection;
@@ -631,13 +640,18 @@ impl Tunnel {
             gw_control.display()
         );
         let client_control = dir.join("client.sock");
+        let signal = radio.then(|| dir.join("signal.sock"));
+        let signal_line = signal
+            .as_ref()
+            .map_or(String::new(), |p| format!("signal = \"{}\"\n", p.display()));
         let mut client = format!(
             "{transport}private_key = \"{cl_priv}\"\ngateway_public_key = \"{gw_pub}\"\n\
              gateway = \"{}:7000\"\n[tun]\nname = \"braid0\"\naddress = \"{TUN_CLIENT}/24\"\nmtu = {mtu}\n\
-             [ops]\ncontrol = \"{}\"\n[pm]\nmode = \"{}\"\n{connection}\n{datagram}",
+             [ops]\ncontrol = \"{}\"\n[pm]\nmode = \"{}\"\nremove_weak = {}\n{signal_line}{connection}\n{datagram}",
             server_addr(0),
             client_control.display(),
             v.scenario.pm.mode,
+            v.scenario.pm.remove_weak,
         );
         for (i, l) in v.scenario.links.iter().enumerate() {
             client.push_str(&format!(
@@ -645,6 +659,12 @@ impl Tunnel {
                 server_addr(i),
                 l.backup
             ));
+            if radio && let Some(t) = l.threshold_dbm {
+                client.push_str(&format!(
+                    "threshold_dbm = {t}\nalpha = {}\nhysteresis_db = {}\n",
+                    l.alpha, l.hysteresis_db
+                ));
+            }
         }
         let gateway = spawn(
             &opts.braid,
@@ -670,20 +690,32 @@ impl Tunnel {
             dir,
             &client,
         )?;
-        let n = v.scenario.links.len();
+        // Every link carries a path before the run, except those a cross-layer path manager
+        // opens only once their signal is good (the samples come with the run).
+        let mut n = v.scenario.links.len();
+        if radio && v.pm.mode.uses_signal() {
+            n = v
+                .scenario
+                .links
+                .iter()
+                .filter(|l| l.threshold_dbm.is_none())
+                .count()
+                .max(1);
+        }
         wait_status(
             "braid tunnel client",
             &client_control,
             &client,
             Duration::from_secs(15),
             &opts.interrupted,
-            |s| s["connections"][0]["usable_paths"].as_u64() == Some(n as u64),
+            |s| s["connections"][0]["usable_paths"].as_u64() >= Some(n as u64),
         )?;
         Ok(Tunnel {
             gateway,
             client,
             gateway_control: gw_control,
             client_control,
+            signal,
         })
     }
 
@@ -1158,12 +1190,15 @@ impl Ends {
     }
 
     /// braid pm's control socket, when it runs.
+    /// The control socket of the client's path manager whose decisions the run records:
+    /// braid pm's, or braid tunnel's client.
     fn pm_control(&self) -> Option<&Path> {
         match self {
             Ends::Mptcp(Mptcp {
                 pm: Some((_, control)),
                 ..
             }) => Some(control),
+            Ends::Tunnel(t) => Some(&t.client_control),
             _ => None,
         }
     }
@@ -1361,7 +1396,7 @@ fn run_once(
     let direct = s.tunnel.is_some() && v.tunnel.is_none();
     let mut ends = match opts.endpoint {
         Endpoint::Tunnel if direct => Ends::Direct,
-        Endpoint::Tunnel => Ends::Tunnel(Tunnel::start(&net, v, opts, &dir)?),
+        Endpoint::Tunnel => Ends::Tunnel(Tunnel::start(&net, v, opts, &dir, !beacons.is_empty())?),
         Endpoint::Mptcp => Ends::Mptcp(Mptcp::start(&net, v, None, None)?),
         Endpoint::Pm => Ends::Mptcp(Mptcp::start(
             &net,
@@ -1499,9 +1534,13 @@ fn run_once(
             ),
         )
     };
-    // braid pm hears every sample the simulator's path manager hears, at its time.
+    // braid pm (or braid tunnel's client) hears every sample the simulator's path manager
+    // hears, at its time.
     let _feed = match &ends {
         Ends::Mptcp(Mptcp {
+            signal: Some(sock), ..
+        })
+        | Ends::Tunnel(Tunnel {
             signal: Some(sock), ..
         }) => Some(SignalFeed::start(
             sock.clone(),
@@ -1524,7 +1563,7 @@ fn run_once(
     }
     // A cross-layer braid pm hears the radio's coverage (as in the simulator, a stock path
     // manager does not): the client's interface goes down and comes back with it.
-    if opts.endpoint == Endpoint::Pm && v.pm.mode.uses_signal() {
+    if matches!(opts.endpoint, Endpoint::Pm | Endpoint::Tunnel) && v.pm.mode.uses_signal() {
         for b in &beacons {
             if b.lost_since.is_some() {
                 steps.push((b.t, Step::IfaceDown(b.link)));
@@ -1666,7 +1705,10 @@ fn run_once(
         decisions.read(&st, emu.started());
     }
     let emu_links = emu.links.clone();
-    let recoveries = recoveries(&beacons, |link, t| {
+    // Through the braid tunnel the emulator sees only encrypted datagrams: which carries data
+    // it cannot tell, so the recovery metric is left out there.
+    let tunnel = matches!(ends, Ends::Tunnel(_));
+    let recoveries = recoveries(if tunnel { &[] } else { &beacons[..] }, |link, t| {
         let c = &emu_links[link].1;
         match s.app.direction {
             AppDirection::Down => c.0.first_data_after(t),
@@ -1769,4 +1811,32 @@ fn run_once(
         events: 0,
         ..RunRecord::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(file: &str, variants: &[&str]) -> Plan {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../scenarios")
+            .join(file);
+        let mut p = braid_sim::scenario::load(&path, &[]).unwrap();
+        let names: Vec<String> = variants.iter().map(|v| v.to_string()).collect();
+        p.retain_variants(&names).unwrap();
+        p
+    }
+
+    #[test]
+    fn radio_links_and_cross_layer_modes_run_through_the_tunnel_but_not_the_hmm() {
+        let ok = plan("e7-v2i-aggregation.toml", &["stock", "cross", "cross-cap"]);
+        assert_eq!(check(&ok, Endpoint::Tunnel), Ok(()));
+        assert_eq!(check(&ok, Endpoint::Pm), Ok(()));
+        let hmm = plan("e7-v2i-aggregation.toml", &["cross-hmm"]);
+        let err = check(&hmm, Endpoint::Tunnel).unwrap_err();
+        assert!(err.contains("pm.hmm"), "{err}");
+        assert_eq!(check(&hmm, Endpoint::Pm), Ok(()));
+        let replay = plan("e8-v2i-signal-replay.toml", &["r1-cap"]);
+        assert_eq!(check(&replay, Endpoint::Tunnel), Ok(()));
+    }
 }

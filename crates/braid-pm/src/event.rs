@@ -181,6 +181,35 @@ pub enum Command {
 }
 
 impl Command {
+    /// What the command does, in a few words (status documents and logs: `braid pm status`,
+    /// `braid tunnel status`; `braid lab` reads the decisions back by these words).
+    pub fn describe(&self) -> String {
+        match self {
+            Command::AnnounceAddr { local, .. } => format!("announce id {}", local.id.0),
+            Command::WithdrawAddr { id, .. } => format!("withdraw id {}", id.0),
+            Command::CreateSubflow { backup: true, .. } => "create subflow (backup)".into(),
+            Command::CreateSubflow { .. } => "create subflow".into(),
+            Command::RemoveSubflow { subflow, .. } => format!("remove subflow {}", subflow.0),
+            Command::Reinject { subflow, .. } => {
+                format!("resend what subflow {} has in flight", subflow.0)
+            }
+            Command::SetDuplicate {
+                subflow, on: true, ..
+            } => {
+                format!("copy the stream on subflow {}", subflow.0)
+            }
+            Command::SetDuplicate { subflow, .. } => {
+                format!("stop the copy on subflow {}", subflow.0)
+            }
+            Command::SetBackup {
+                subflow,
+                backup: true,
+                ..
+            } => format!("set backup on subflow {}", subflow.0),
+            Command::SetBackup { subflow, .. } => format!("clear backup on subflow {}", subflow.0),
+        }
+    }
+
     pub fn conn(&self) -> ConnId {
         match self {
             Command::AnnounceAddr { conn, .. }

@@ -353,6 +353,14 @@ impl Transport for Client {
                 })).collect::<Vec<_>>(),
             },
             "connections": conns,
+            // The path manager's last decisions, as `braid pm status` gives them.
+            "decisions": manager.decisions().iter().rev().take(20).map(|d| json!({
+                "t_s": d.at.secs_f64(),
+                "iface": self.links.get(d.iface.0 as usize).map_or_else(|| d.iface.0.to_string(), |l| l.name.clone()),
+                "command": d.command.describe(),
+                "reason": format!("{:?}", d.reason).to_lowercase(),
+                "rssi_dbm": d.rssi_dbm,
+            })).collect::<Vec<_>>(),
         })
     }
 }

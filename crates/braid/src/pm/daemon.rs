@@ -472,7 +472,7 @@ fn status_json(
             json!({
                 "t_s": d.at.secs_f64(),
                 "iface": name_of(Some(d.iface.0)).unwrap_or_else(|| d.iface.to_string()),
-                "command": command_text(&d.command),
+                "command": d.command.describe(),
                 "reason": format!("{:?}", d.reason).to_lowercase(),
                 "rssi_dbm": d.rssi_dbm,
             })
@@ -527,39 +527,6 @@ fn mode_name(m: braid_pm::Mode) -> &'static str {
         .find(|n| braid_pm::Mode::from_name(n) == Some(m))
         .copied()
         .unwrap_or("?")
-}
-
-fn command_text(c: &braid_pm::Command) -> String {
-    use braid_pm::Command as C;
-    match c {
-        C::AnnounceAddr { local, .. } => format!("announce id {}", local.id.0),
-        C::WithdrawAddr { id, .. } => format!("withdraw id {}", id.0),
-        C::CreateSubflow { backup, .. } => {
-            if *backup {
-                "create subflow (backup)".into()
-            } else {
-                "create subflow".into()
-            }
-        }
-        C::RemoveSubflow { subflow, .. } => format!("remove subflow {}", subflow.0),
-        C::Reinject { subflow, .. } => format!("resend what subflow {} has in flight", subflow.0),
-        C::SetDuplicate { subflow, on, .. } => {
-            if *on {
-                format!("copy the stream on subflow {}", subflow.0)
-            } else {
-                format!("stop the copy on subflow {}", subflow.0)
-            }
-        }
-        C::SetBackup {
-            subflow, backup, ..
-        } => {
-            if *backup {
-                format!("set backup on subflow {}", subflow.0)
-            } else {
-                format!("clear backup on subflow {}", subflow.0)
-            }
-        }
-    }
 }
 
 #[cfg(test)]
