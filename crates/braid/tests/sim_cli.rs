@@ -661,7 +661,11 @@ fn manet_reports_draw_bars_and_the_buffer_sweep() {
 #[test]
 fn lab_refuses_what_it_cannot_emulate_by_key() {
     let cases: &[(&str, &[&str], &str)] = &[
-        ("e7-v2i-aggregation.toml", &[], "mobility"),
+        (
+            "e7-v2i-aggregation.toml",
+            &[],
+            "variant cross-hmm: pm.hmm: the HMM runs on braid pm (--endpoint pm)",
+        ),
         (
             "e3-rtt-below-rtomin.toml",
             &["--set", "connection.ack_frequency=4"],
