@@ -92,10 +92,9 @@ impl World<'_> {
         }
         let now = self.now;
         let index = self.rec.cbr_bound.len();
-        let Some(sh) = self.shadow.take() else {
+        let Some(mut sh) = self.shadow.take() else {
             return;
         };
-        let mut sh = sh;
         let mut rng = Pcg64Mcg::seed_from_u64(0);
         let up: Vec<usize> = (0..sh.links.len())
             .filter(|&k| self.carries(sh.links[k]))
