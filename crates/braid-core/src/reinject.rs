@@ -161,6 +161,13 @@ impl ReinjectPolicy for PtoReinject {
     }
 }
 
+/// The timer of a watched path ([`Connection::set_watch`](crate::Connection::set_watch)):
+/// guarded REJ with K = 1, whatever the connection's own policy.
+pub const WATCH: Guarded = Guarded(Rej {
+    k: 1,
+    min_rttvar: REJ_MIN_RTTVAR,
+});
+
 /// Default floor of RTTVAR in the REJ formula, see [`Rej::min_rttvar`].
 pub const REJ_MIN_RTTVAR: Duration = Duration::from_millis(2);
 

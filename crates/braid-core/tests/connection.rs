@@ -629,3 +629,47 @@ fn reinject_path_resends_what_a_demoted_path_had_in_flight() {
     p.open_all(&[]);
     assert!(p.client.reinject_path(braid_core::PathId(99)).is_err());
 }
+
+/// A 4 Mbit/s stream on the faster of two paths, whose link drops everything from 2 s to 3 s
+/// with no other sign (no signal, no demotion); the receiver has the path watched or not.
+/// Returns the longest gap in what the receiver reads, the sender's view of the watch flag, and
+/// the packets the sender reinjected while the link was still fine.
+fn silent_drop_gap(watch: bool) -> (Duration, bool, u64) {
+    let links = vec![Link::new(8).rate_mbit(27), Link::new(25).rate_mbit(20)];
+    let mut p = Pair::new(Config::default(), links, 1);
+    p.open_all(&[false, false]);
+    let mut feed = paced(4);
+    p.run_until_with(ms(500), &mut feed);
+    let id = p.server.paths().find(|i| i.local == AddrId(0)).unwrap().id;
+    if watch {
+        p.server.set_watch(id, true).unwrap();
+    }
+    p.run_until_with(ms(2_000), &mut feed);
+    let spurious = p.client.stats().reinjected_packets;
+    let flagged = p.client.path(id).unwrap().watch;
+    p.links[0].loss = 1.0;
+    p.run_until_with(ms(3_000), &mut feed);
+    p.links[0].loss = 0.0;
+    p.run_until_with(ms(4_000), &mut feed);
+    (p.max_server_gap(ms(1_900), ms(4_000)), flagged, spurious)
+}
+
+#[test]
+fn a_watched_path_that_falls_silent_has_its_tail_resent_within_about_an_rtt() {
+    let (gap, flagged, spurious) = silent_drop_gap(true);
+    let (stock_gap, stock_flagged, _) = silent_drop_gap(false);
+    eprintln!(
+        "longest gap: {gap:?} watched, {stock_gap:?} not; {spurious} packets resent before the drop"
+    );
+    assert!(flagged, "the sender got the watch bit");
+    assert!(!stock_flagged);
+    // The watched path's acknowledgements stop: what it had in flight goes over the other path
+    // about one of its RTTs later, not after an RTO.
+    assert!(gap < Duration::from_millis(80), "gap {gap:?}");
+    assert!(stock_gap > Duration::from_millis(150), "gap {stock_gap:?}");
+    // A path that works is not resent from.
+    assert_eq!(spurious, 0);
+    let mut p = Pair::new(Config::default(), vec![Link::new(10)], 1);
+    p.open_all(&[]);
+    assert!(p.client.set_watch(braid_core::PathId(99), true).is_err());
+}

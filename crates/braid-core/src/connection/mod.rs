@@ -30,7 +30,7 @@ use std::time::Duration;
 use crate::Instant;
 use crate::cc::PathCc;
 use crate::config::Config;
-use crate::reinject::Trigger;
+use crate::reinject::{ReinjectPolicy, Trigger};
 use crate::scheduler::{Context, PathView, Priority, Scheduler};
 use crate::stats::{AddrStats, ConnectionStats, PathStats};
 use crate::wire::{AddrId, PathId};
@@ -159,6 +159,8 @@ pub struct PathInfo {
     pub backup: bool,
     /// Carries a copy of the stream ([`Connection::set_duplicate`]).
     pub duplicate: bool,
+    /// Watched for a stall ([`Connection::set_watch`]).
+    pub watch: bool,
     /// Established and not potentially failed.
     pub usable: bool,
     pub srtt: Duration,
@@ -403,6 +405,7 @@ impl Connection {
             established: p.is_established(),
             backup: p.backup,
             duplicate: p.duplicate,
+            watch: p.watch,
             usable: p.is_usable(),
             srtt: p.rtt.srtt(),
             rttvar: p.rtt.rttvar(),
@@ -557,6 +560,28 @@ impl Connection {
         self.reinject(idx, false);
         if !self.ctrl_queue.contains(&Ctrl::PathPrio(id)) {
             self.ctrl_queue.push_back(Ctrl::PathPrio(id));
+        }
+        Ok(())
+    }
+
+    /// Sets or clears a path's watch flag and tells the peer (PATH_PRIO's watch bit), so that
+    /// both ends apply it: while it is set, what the path has outstanding is sent again over
+    /// the other paths as soon as its acknowledgements stop, by a guarded REJ timer
+    /// ([`reinject::WATCH`](crate::reinject::WATCH): SRTT + RTTVAR after the earliest
+    /// outstanding send, and four of the path's usual intervals between acknowledgements after
+    /// the last one), whatever the connection's reinjection policy. The path stays in use; it
+    /// gets new data again when it is heard from. A path manager sets it on a link that can
+    /// fail without warning while the others have been seen carrying the stream (braid_pm's
+    /// capacity-aware modes, on a radio link whose signal is sampled too rarely to announce
+    /// every drop): such a drop then costs about one RTT of the path instead of an RTO.
+    pub fn set_watch(&mut self, id: PathId, on: bool) -> Result<(), Error> {
+        let idx = self.path_index(id).ok_or(Error::UnknownPath)?;
+        if self.paths[idx].watch != on {
+            self.paths[idx].watch = on;
+            self.update_reinject_timer(idx);
+            if !self.ctrl_queue.contains(&Ctrl::PathPrio(id)) {
+                self.ctrl_queue.push_back(Ctrl::PathPrio(id));
+            }
         }
         Ok(())
     }
@@ -769,7 +794,8 @@ impl Connection {
             }
             PathTimer::Reinject => {
                 p.stats.reinject_timer_count += 1;
-                if cfg.reinjection.reinject_on(Trigger::Timer) && self.has_alternative(idx) {
+                let on_timer = cfg.reinjection.reinject_on(Trigger::Timer) || self.paths[idx].watch;
+                if on_timer && self.has_alternative(idx) {
                     self.reinject(idx, true);
                     self.mark_pf(idx);
                 }
@@ -825,7 +851,13 @@ impl Connection {
     /// expiry marks what it reinjects, which moves the anchor.
     fn update_reinject_timer(&mut self, idx: usize) {
         let p = &mut self.paths[idx];
-        let deadline = self.cfg.reinjection.deadline(&p.timing(&self.cfg));
+        let timing = p.timing(&self.cfg);
+        let mut deadline = self.cfg.reinjection.deadline(&timing);
+        if p.watch
+            && let Some(w) = crate::reinject::WATCH.deadline(&timing)
+        {
+            deadline = Some(deadline.map_or(w, |d| d.min(w)));
+        }
         p.set_timer(PathTimer::Reinject, deadline);
     }
 

@@ -190,6 +190,10 @@ pub(crate) struct Path {
     /// paths ([`Connection::reinject_path`](super::Connection::reinject_path)): every PATH_PRIO
     /// for the path says so until it is made active again.
     pub reinject_asked: bool,
+    /// Watched for a stall ([`Connection::set_watch`](super::Connection::set_watch)): besides
+    /// the connection's reinjection policy, a guarded REJ timer resends what the path has
+    /// outstanding over the others as soon as its acknowledgements stop.
+    pub watch: bool,
     /// PATH_OPEN not yet sent (only on the side that opened the path).
     pub open_pending: bool,
     /// The acceptor of a path answers PATH_OPEN with an ack-eliciting packet, so that it too
@@ -268,6 +272,7 @@ impl Path {
             backup,
             duplicate: false,
             reinject_asked: false,
+            watch: false,
             open_pending: opened_locally,
             answer_pending: !opened_locally,
             next_seq: 0,

@@ -217,8 +217,13 @@ impl Connection {
                 backup,
                 duplicate,
                 reinject,
+                watch,
             } => {
                 if let Some(i) = self.path_index(path) {
+                    if self.paths[i].watch != watch {
+                        self.paths[i].watch = watch;
+                        self.update_reinject_timer(i);
+                    }
                     if reinject {
                         self.stats.reinject_requests_received += 1;
                         self.reinject(i, false);

@@ -406,6 +406,7 @@ impl Connection {
                     backup: p.is_some_and(|p| p.backup),
                     duplicate: p.is_some_and(|p| p.duplicate),
                     reinject: p.is_some_and(|p| p.reinject_asked),
+                    watch: p.is_some_and(|p| p.watch),
                 }
                 .emit(buf)
             }

@@ -32,6 +32,9 @@ const FLAG_DUPLICATE: u8 = 0x02;
 /// PATH_PRIO only: resend what is outstanding on the path over the others (see
 /// [`Frame::PathPrio`]).
 const FLAG_REINJECT: u8 = 0x04;
+/// PATH_PRIO only: resend what is outstanding on the path over the others as soon as its
+/// acknowledgements stop (see [`Frame::PathPrio`]).
+const FLAG_WATCH: u8 = 0x08;
 
 /// One frame, borrowing payload bytes from the datagram it was parsed from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,12 +86,15 @@ pub enum Frame<'a> {
     /// carries a copy of the stream besides (`duplicate`: every stream byte sent on another
     /// path is sent on it too, see `Connection::set_duplicate`), and (`reinject`) that what the
     /// receiver has outstanding on it be sent again over its other paths (see
-    /// `Connection::reinject_path`).
+    /// `Connection::reinject_path`), and (`watch`) that the receiver resend what it has
+    /// outstanding on it over its other paths as soon as the path's acknowledgements stop (see
+    /// `Connection::set_watch`).
     PathPrio {
         path: PathId,
         backup: bool,
         duplicate: bool,
         reinject: bool,
+        watch: bool,
     },
     /// The sender closed `path`.
     PathClose { path: PathId, reason: u64 },
@@ -171,12 +177,14 @@ impl Frame<'_> {
                 backup,
                 duplicate,
                 reinject,
+                watch,
             } => {
                 out.push(PATH_PRIO);
                 varint::write(out, u64::from(path.0));
                 let b = if backup { FLAG_BACKUP } else { 0 };
                 let d = if duplicate { FLAG_DUPLICATE } else { 0 };
-                out.push(b | d | if reinject { FLAG_REINJECT } else { 0 });
+                let r = if reinject { FLAG_REINJECT } else { 0 };
+                out.push(b | d | r | if watch { FLAG_WATCH } else { 0 });
             }
             Frame::PathClose { path, reason } => {
                 out.push(PATH_CLOSE);
@@ -472,9 +480,10 @@ impl<'a> FrameIter<'a> {
                 let b = r.u8()?;
                 Frame::PathPrio {
                     path,
-                    backup: flags(b & !(FLAG_DUPLICATE | FLAG_REINJECT))?,
+                    backup: flags(b & !(FLAG_DUPLICATE | FLAG_REINJECT | FLAG_WATCH))?,
                     duplicate: b & FLAG_DUPLICATE != 0,
                     reinject: b & FLAG_REINJECT != 0,
+                    watch: b & FLAG_WATCH != 0,
                 }
             }
             PATH_CLOSE => Frame::PathClose {

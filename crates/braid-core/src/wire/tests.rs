@@ -52,12 +52,14 @@ fn packet_with_every_frame_round_trips() {
             backup: true,
             duplicate: false,
             reinject: false,
+            watch: false,
         },
         Frame::PathPrio {
             path: PathId(3),
             backup: true,
             duplicate: true,
             reinject: true,
+            watch: true,
         },
         Frame::PathClose {
             path: PathId(4),
@@ -113,9 +115,9 @@ fn rejects_bad_headers_and_frames() {
     header().emit(&mut buf);
     buf.extend_from_slice(&[frame_type::PATH_OPEN, 0, 0, 0x80]);
     assert_eq!(parse(&buf).unwrap_err(), ParseError::Reserved);
-    // The duplicate and reinject flags belong to PATH_PRIO only; PATH_PRIO's other bits stay
-    // reserved.
-    for flag in [0x02, 0x04] {
+    // The duplicate, reinject and watch flags belong to PATH_PRIO only; PATH_PRIO's other bits
+    // stay reserved.
+    for flag in [0x02, 0x04, 0x08] {
         let mut buf = Vec::new();
         header().emit(&mut buf);
         buf.extend_from_slice(&[frame_type::PATH_OPEN, 0, 0, flag]);
@@ -123,7 +125,7 @@ fn rejects_bad_headers_and_frames() {
     }
     let mut buf = Vec::new();
     header().emit(&mut buf);
-    buf.extend_from_slice(&[frame_type::PATH_PRIO, 2, 0x08]);
+    buf.extend_from_slice(&[frame_type::PATH_PRIO, 2, 0x10]);
     assert_eq!(parse(&buf).unwrap_err(), ParseError::Reserved);
 }
 
@@ -146,7 +148,7 @@ enum OwnedFrame {
     AddAddr(u8, bool, SocketAddr),
     RemoveAddr(u8, u32),
     PathOpen(u8, u8, bool),
-    PathPrio(u32, bool, bool, bool),
+    PathPrio(u32, bool, bool, bool, bool),
     PathClose(u32, u64),
     Close(u64),
 }
@@ -183,8 +185,14 @@ fn arb_frame() -> impl Strategy<Value = OwnedFrame> {
         (any::<u8>(), any::<u32>()).prop_map(|(i, b)| OwnedFrame::RemoveAddr(i, b)),
         (any::<u8>(), any::<u8>(), any::<bool>())
             .prop_map(|(l, r, b)| OwnedFrame::PathOpen(l, r, b)),
-        (any::<u32>(), any::<bool>(), any::<bool>(), any::<bool>())
-            .prop_map(|(p, b, d, r)| OwnedFrame::PathPrio(p, b, d, r)),
+        (
+            any::<u32>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>()
+        )
+            .prop_map(|(p, b, d, r, w)| OwnedFrame::PathPrio(p, b, d, r, w)),
         (any::<u32>(), 0u64..varint::MAX).prop_map(|(p, r)| OwnedFrame::PathClose(p, r)),
         (0u64..varint::MAX).prop_map(OwnedFrame::Close),
     ]
@@ -221,11 +229,12 @@ fn emit_owned(h: &Header, frames: &[OwnedFrame]) -> Vec<u8> {
                 backup: *b,
             }
             .emit(&mut out),
-            OwnedFrame::PathPrio(p, b, d, r) => Frame::PathPrio {
+            OwnedFrame::PathPrio(p, b, d, r, w) => Frame::PathPrio {
                 path: PathId(*p),
                 backup: *b,
                 duplicate: *d,
                 reinject: *r,
+                watch: *w,
             }
             .emit(&mut out),
             OwnedFrame::PathClose(p, r) => Frame::PathClose {
@@ -276,14 +285,15 @@ fn frame_matches(owned: &OwnedFrame, f: &Frame<'_>) -> bool {
             },
         ) => *l == local.0 && *r == remote.0 && b == backup,
         (
-            OwnedFrame::PathPrio(p, b, d, r),
+            OwnedFrame::PathPrio(p, b, d, r, w),
             Frame::PathPrio {
                 path,
                 backup,
                 duplicate,
                 reinject,
+                watch,
             },
-        ) => *p == path.0 && b == backup && d == duplicate && r == reinject,
+        ) => *p == path.0 && b == backup && d == duplicate && r == reinject && w == watch,
         (OwnedFrame::PathClose(p, r), Frame::PathClose { path, reason }) => {
             *p == path.0 && r == reason
         }
