@@ -17,7 +17,8 @@
 --           0x07 REMOVE_ADDR id:u8 before, 0x08 PATH_OPEN local:u8 remote:u8 flags:u8,
 --           0x09 PATH_PRIO path flags:u8, 0x0a PATH_CLOSE path reason, 0x0b CLOSE code
 --   flags = 0x01 backup; PATH_PRIO also 0x02 duplicate (the path carries a copy of the stream)
---   and 0x04 reinject (resend what is outstanding on the path over the others)
+--   0x04 reinject (resend what is outstanding on the path over the others) and 0x08 watch
+--   (resend it as soon as the path's acknowledgements stop)
 --   ranges = count (gap len){count}: start = previous end + 1 + gap (the first: cum + 1 +
 --            gap), end = start + 1 + len, half-open [start, end)
 --
@@ -74,6 +75,7 @@ local f = {
     backup = ProtoField.bool("braid.backup", "Backup", 8, nil, 0x01),
     duplicate = ProtoField.bool("braid.duplicate", "Duplicate (carries a copy of the stream)", 8, nil, 0x02),
     reinject = ProtoField.bool("braid.reinject", "Reinject (resend what is outstanding on the path)", 8, nil, 0x04),
+    watch = ProtoField.bool("braid.watch", "Watch (resend what is outstanding once the path's ACKs stop)", 8, nil, 0x08),
     addr_family = ProtoField.uint8("braid.addr.family", "Family", base.DEC),
     addr_ipv4 = ProtoField.ipv4("braid.addr.ipv4", "Address"),
     addr_ipv6 = ProtoField.ipv6("braid.addr.ipv6", "Address"),
@@ -170,7 +172,8 @@ local function reader(tvb)
     return r
 end
 
--- `prio`: PATH_PRIO's flags, which also have the duplicate (0x02) and reinject (0x04) bits.
+-- `prio`: PATH_PRIO's flags, which also have the duplicate (0x02), reinject (0x04) and watch
+-- (0x08) bits.
 local function flags_item(tree, r, prio)
     local v, range = r:u8()
     local t = tree:add(f.flags, range)
@@ -179,12 +182,13 @@ local function flags_item(tree, r, prio)
     if prio then
         t:add(f.duplicate, range)
         t:add(f.reinject, range)
-        reserved = 0xf8
+        t:add(f.watch, range)
+        reserved = 0xf0
     end
     if bit.band(v, reserved) ~= 0 then
         fail("reserved flag bits set")
     end
-    return bit.band(v, 1) ~= 0, bit.band(v, 2) ~= 0, bit.band(v, 4) ~= 0
+    return bit.band(v, 1) ~= 0, bit.band(v, 2) ~= 0, bit.band(v, 4) ~= 0, bit.band(v, 8) ~= 0
 end
 
 local function ranges(tree, r, cum)
@@ -309,9 +313,10 @@ local function frame(tree, r)
     elseif ty == 0x09 then
         local p, prange = r:varint()
         ft:add(f.prio_path, prange, p)
-        local backup, duplicate, reinject = flags_item(ft, r, true)
+        local backup, duplicate, reinject, watch = flags_item(ft, r, true)
         info = "PATH_PRIO path " .. tostring(p) .. (backup and " backup" or " active")
             .. (duplicate and " duplicate" or "") .. (reinject and " reinject" or "")
+            .. (watch and " watch" or "")
     elseif ty == 0x0a then
         local p, prange = r:varint()
         ft:add(f.close_path, prange, p)

@@ -64,6 +64,12 @@ pub enum Applied {
         path: PathId,
         local: CoreAddr,
     },
+    /// A path's watch flag was set or cleared.
+    Watch {
+        path: PathId,
+        local: CoreAddr,
+        on: bool,
+    },
     /// An address was announced to the peer or withdrawn.
     Announced(CoreAddr),
     Withdrawn(CoreAddr),
@@ -281,6 +287,17 @@ impl ConnAdapter {
                     Some(local) if conn.reinject_path(id).is_ok() => {
                         Applied::Reinjected { path: id, local }
                     }
+                    _ => Applied::Nothing,
+                }
+            }
+            Command::SetWatch { subflow, on, .. } => {
+                let id = PathId(subflow.0 as u32);
+                match local_of(conn, id) {
+                    Some(local) if conn.set_watch(id, on).is_ok() => Applied::Watch {
+                        path: id,
+                        local,
+                        on,
+                    },
                     _ => Applied::Nothing,
                 }
             }

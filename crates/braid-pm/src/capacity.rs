@@ -239,6 +239,20 @@ impl Estimator {
         known.then_some(sum >= self.cfg.headroom * demand)
     }
 
+    /// Whether the links `others` have been seen carrying a demand that is there: what they
+    /// carried adds up to `headroom` × the demand, and the stream is not idle. Unlike
+    /// [`can_carry`](Self::can_carry), no evidence is a no.
+    pub fn carried_demand(&self, now: Instant, others: impl IntoIterator<Item = IfaceId>) -> bool {
+        let Some(demand) = self.demand_bps().filter(|&d| d >= IDLE_BPS) else {
+            return false;
+        };
+        let carried: f64 = others
+            .into_iter()
+            .filter_map(|i| self.carried_bps(now, i))
+            .sum();
+        carried >= self.cfg.headroom * demand
+    }
+
     /// Samples taken (intervals measured).
     pub fn samples(&self) -> u64 {
         self.samples

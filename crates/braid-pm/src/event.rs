@@ -178,6 +178,17 @@ pub enum Command {
         conn: ConnId,
         subflow: SubflowId,
     },
+    /// Watch the subflow for a stall (`on`), both ways: what it has in flight is sent again
+    /// over the other subflows as soon as its acknowledgements stop, about one RTT after, not
+    /// at its retransmission timeout (the capacity-aware modes, on an active radio link while
+    /// the others have been seen carrying the stream: a drop between two signal samples gives
+    /// no warning). braid's own connections do it (`braid_core::Connection::set_watch`);
+    /// kernel MPTCP cannot, and `braid pm` skips the command.
+    SetWatch {
+        conn: ConnId,
+        subflow: SubflowId,
+        on: bool,
+    },
 }
 
 impl Command {
@@ -193,6 +204,10 @@ impl Command {
             Command::Reinject { subflow, .. } => {
                 format!("resend what subflow {} has in flight", subflow.0)
             }
+            Command::SetWatch {
+                subflow, on: true, ..
+            } => format!("watch subflow {} for a stall", subflow.0),
+            Command::SetWatch { subflow, .. } => format!("stop watching subflow {}", subflow.0),
             Command::SetDuplicate {
                 subflow, on: true, ..
             } => {
@@ -218,7 +233,8 @@ impl Command {
             | Command::RemoveSubflow { conn, .. }
             | Command::SetBackup { conn, .. }
             | Command::SetDuplicate { conn, .. }
-            | Command::Reinject { conn, .. } => *conn,
+            | Command::Reinject { conn, .. }
+            | Command::SetWatch { conn, .. } => *conn,
         }
     }
 }

@@ -209,10 +209,20 @@ fn e8_cross_layer_hands_over_before_the_link_breaks() {
 
 /// variant → one value per run and event window of each of `metrics`, runs in seed order.
 fn windows(file: &str, metrics: &[&str]) -> BTreeMap<String, BTreeMap<String, Vec<f64>>> {
+    windows_with(file, &[], metrics)
+}
+
+/// [`windows`] with scenario overrides.
+fn windows_with(
+    file: &str,
+    overrides: &[&str],
+    metrics: &[&str],
+) -> BTreeMap<String, BTreeMap<String, Vec<f64>>> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../scenarios")
         .join(file);
-    let plan = scenario::load(&path, &[]).unwrap();
+    let overrides: Vec<String> = overrides.iter().map(|o| o.to_string()).collect();
+    let plan = scenario::load(&path, &overrides).unwrap();
     let opts = runner::Options {
         jobs: 2,
         records: runner::Records::None,
@@ -258,8 +268,9 @@ fn windows(file: &str, metrics: &[&str]) -> BTreeMap<String, BTreeMap<String, Ve
 const CARRIED: [[(usize, usize, usize); 2]; 2] =
     [[(28, 27, 27), (16, 15, 15)], [(28, 27, 25), (16, 14, 15)]];
 /// TMobile LTE handovers (of 56) in which `dup` kept the p99 delay ≤ 100 ms, as measured (E7,
-/// E8; `cap` 19 and 17).
-const DUP_TMOBILE_WITHIN: [usize; 2] = [22, 22];
+/// E8; `cap` 19 and 17). E7's was 22 before the capacity-aware modes watched the active radio
+/// link for a stall (`SetWatch`).
+const DUP_TMOBILE_WITHIN: [usize; 2] = [21, 22];
 
 #[test]
 fn capacity_aware_cross_layer_on_real_cellular_traces() {
@@ -383,6 +394,58 @@ fn capacity_aware_cross_layer_on_real_cellular_traces() {
             assert!(
                 bs > ws,
                 "{file} {t}: better than stock in {bs}, worse in {ws}"
+            );
+        }
+    }
+}
+
+/// E7 and E8 with 802.11p's signal replayed from the five drives (LTE a steady 20 Mbit/s),
+/// one repetition: the replay steps once a second, so the link can fall silent between two
+/// samples with no warning. The capacity-aware modes watch an active radio link once LTE has
+/// been seen carrying the stream (`SetWatch`): what it had in flight goes over LTE about one
+/// RTT after its acknowledgements stop, not at its RTO. Per drive, `cap`'s worst handover
+/// window is no worse than `cross`'s and stock's, and `cap` keeps the p99 delay ≤ 100 ms in
+/// every window but the counts below, as measured (E8 drive 4: 802.11p comes back for two
+/// seconds and turns lossy, not silent, and the transport's own recovery keeps the timer away).
+const REPLAY_CAP_OVER_100: [[usize; 5]; 2] = [[0, 0, 0, 0, 0], [0, 0, 0, 1, 0]];
+
+#[test]
+fn capacity_aware_modes_ride_out_drops_the_signal_replay_does_not_announce() {
+    let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/signal");
+    assert!(
+        traces.is_dir(),
+        "the signal-replay runs need {} (absent)",
+        traces.display()
+    );
+    const P99: &str = "delay_p99_event_ms";
+    for (k, file) in ["e7-v2i-signal-replay.toml", "e8-v2i-signal-replay.toml"]
+        .into_iter()
+        .enumerate()
+    {
+        let w = windows_with(file, &["repetitions=1"], &[P99]);
+        for d in 1..=5 {
+            let worst = |p: &str| {
+                w[&format!("r{d}-{p}")][P99]
+                    .iter()
+                    .copied()
+                    .fold(0.0, f64::max)
+            };
+            let cap = &w[&format!("r{d}-cap")][P99];
+            let over = cap.iter().filter(|&&x| x > 100.0).count();
+            eprintln!(
+                "{file} drive {d}: worst window stock {:.0} cross {:.0} cap {:.0} dup {:.0} ms; \
+                 cap > 100 ms in {over} of {}",
+                worst("stock"),
+                worst("cross"),
+                worst("cap"),
+                worst("dup"),
+                cap.len()
+            );
+            assert!(worst("cap") <= worst("cross"), "{file} drive {d}");
+            assert!(worst("cap") <= worst("stock"), "{file} drive {d}");
+            assert!(
+                over <= REPLAY_CAP_OVER_100[k][d - 1],
+                "{file} drive {d}: cap > 100 ms in {over} windows"
             );
         }
     }

@@ -197,6 +197,20 @@ fn commands_for_other_connections_and_unknown_paths_do_nothing() {
         }
     );
     assert!(c.path(PathId(0)).unwrap().duplicate);
+    let watch = Command::SetWatch {
+        conn: ConnId(1),
+        subflow: SubflowId(0),
+        on: true,
+    };
+    assert_eq!(
+        a.execute(ms(2), &mut c, &mut pm, &watch, |_| true),
+        Applied::Watch {
+            path: PathId(0),
+            local: CoreAddr(0),
+            on: true
+        }
+    );
+    assert!(c.path(PathId(0)).unwrap().watch);
     let unknown_dup = Command::SetDuplicate {
         conn: ConnId(1),
         subflow: SubflowId(40),

@@ -619,8 +619,74 @@ fn capacity_setup(mode: Mode, lte_rate: f64) -> (Manager, [u64; 2], u64) {
     let mut b = [0, 0];
     let (t, _) = carry(&mut m, &mut b, 100, 20, 0.0, lte_rate);
     let (t, cmds) = carry(&mut m, &mut b, t, 20, 4e6, 0.0);
-    assert!(cmds.is_empty(), "nothing fades yet: {cmds:?}");
+    // Nothing fades yet (WLAN may be watched for a stall: see the watch's own test).
+    assert!(
+        cmds.iter().all(|c| matches!(c, Command::SetWatch { .. })),
+        "{cmds:?}"
+    );
     (m, b, t)
+}
+
+/// The last `SetWatch` for subflow `id` among `cmds`.
+fn watch_of(cmds: &[Command], id: u64) -> Option<bool> {
+    cmds.iter().rev().find_map(|c| match c {
+        Command::SetWatch { subflow, on, .. } if subflow.0 == id => Some(*on),
+        _ => None,
+    })
+}
+
+#[test]
+fn capacity_aware_modes_watch_an_active_radio_link_once_the_others_carried_the_demand() {
+    let mut m = setup(Mode::CrossLayerCapacity, |_| {});
+    sig(&mut m, 10, WLAN, -70.0);
+    established(&mut m, 20, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    drain(&mut m);
+    let mut b = [0, 0];
+    // WLAN carries the stream; LTE has not shown it can: no watch (no evidence is a no).
+    let (t, cmds) = carry(&mut m, &mut b, 100, 20, 4e6, 0.0);
+    assert_eq!(watch_of(&cmds, 101), None, "{cmds:?}");
+    // LTE carries it for a while (WLAN still active): WLAN is watched from then on.
+    let (t, cmds) = carry(&mut m, &mut b, t, 20, 0.0, 4e6);
+    assert_eq!(watch_of(&cmds, 101), Some(true), "{cmds:?}");
+    assert_eq!(m.stats().watches, 1);
+    let (t, cmds) = carry(&mut m, &mut b, t, 5, 4e6, 0.0);
+    assert_eq!(watch_of(&cmds, 101), None, "set once: {cmds:?}");
+    // Demoted (signal below T): a backup is not watched.
+    let cmds = sig(&mut m, t + 10, WLAN, -84.0);
+    assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
+    assert_eq!(watch_of(&cmds, 101), Some(false), "{cmds:?}");
+    assert!(
+        Command::SetWatch {
+            conn: C,
+            subflow: SubflowId(101),
+            on: true
+        }
+        .describe()
+        .contains("watch subflow 101")
+    );
+    // Not once LTE has carried less than the stream (2 Mbit/s: while the stream was that
+    // slow it carried all of it, and WLAN was watched; not after the stream rose to 4 Mbit/s),
+    // nor in Algorithm 1 (`cross`).
+    let (_, cmds) = {
+        let mut m = setup(Mode::CrossLayerCapacity, |_| {});
+        sig(&mut m, 10, WLAN, -70.0);
+        established(&mut m, 20, WLAN, 101, ep(1, [10, 0, 1, 2]));
+        drain(&mut m);
+        let mut b = [0, 0];
+        let (t, mut all) = carry(&mut m, &mut b, 100, 20, 0.0, 2e6);
+        let (t, more) = carry(&mut m, &mut b, t, 20, 4e6, 0.0);
+        all.extend(more);
+        (t, all)
+    };
+    assert_eq!(watch_of(&cmds, 101), Some(false), "{cmds:?}");
+    let mut m = setup(Mode::CrossLayer, |_| {});
+    sig(&mut m, 10, WLAN, -70.0);
+    established(&mut m, 20, WLAN, 101, ep(1, [10, 0, 1, 2]));
+    drain(&mut m);
+    let cmds = sig(&mut m, 100, WLAN, -84.0);
+    assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
+    assert_eq!(watch_of(&cmds, 101), None, "{cmds:?}");
+    assert_eq!(m.stats().watches, 0);
 }
 
 #[test]

@@ -96,6 +96,8 @@ pub struct Bridge {
     pub duplicates_skipped: u64,
     /// `Reinject` commands skipped (see [`Bridge::unsupported`]).
     pub reinjects_skipped: u64,
+    /// `SetWatch` commands skipped (see [`Bridge::unsupported`]).
+    pub watches_skipped: u64,
     /// Capacity-aware modes: bytes each interface's subflows carried (closed ones included).
     carried: braid_pm::Carried<(SocketAddr, SocketAddr)>,
     /// Subflows created with the backup flag and not established yet, by connection, local
@@ -510,11 +512,13 @@ impl Bridge {
     /// copy of the stream: the `…-dup` modes' `SetDuplicate` is skipped, so on the kernel they
     /// act as their capacity-aware counterparts (`cross-cap`, `cross-backup-cap`). Nor can it
     /// be told to resend at once what a subflow has in flight: the capacity-aware modes'
-    /// `Reinject` is skipped (the kernel's own retransmission recovers it).
+    /// `Reinject` is skipped (the kernel's own retransmission recovers it), and so is their
+    /// `SetWatch` (the kernel has no per-subflow stall timer; its RTO recovers a silent drop).
     pub fn unsupported(&mut self, c: &Command) -> bool {
         match c {
             Command::SetDuplicate { .. } => self.duplicates_skipped += 1,
             Command::Reinject { .. } => self.reinjects_skipped += 1,
+            Command::SetWatch { .. } => self.watches_skipped += 1,
             _ => return false,
         }
         true
@@ -569,7 +573,9 @@ impl Bridge {
                     backup: *backup,
                 }
             }
-            Command::SetDuplicate { .. } | Command::Reinject { .. } => return None,
+            Command::SetDuplicate { .. } | Command::Reinject { .. } | Command::SetWatch { .. } => {
+                return None;
+            }
         };
         Some(op)
     }
@@ -936,6 +942,14 @@ mod tests {
         assert!(b.unsupported(&reinject));
         assert_eq!(b.to_kernel(&reinject), None);
         assert_eq!(b.reinjects_skipped, 1);
+        let watch = Command::SetWatch {
+            conn: ConnId(1),
+            subflow: SubflowId(3),
+            on: true,
+        };
+        assert!(b.unsupported(&watch));
+        assert_eq!(b.to_kernel(&watch), None);
+        assert_eq!(b.watches_skipped, 1);
         assert!(braid_pm::Mode::from_name("cross-dup").is_some());
         assert!(braid_pm::Mode::from_name("cross-backup-dup").is_some());
     }

@@ -284,6 +284,16 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                     }
                     continue;
                 }
+                if matches!(c, Command::SetWatch { .. }) {
+                    if bridge.watches_skipped == 1 {
+                        tracing::info!(
+                            "mode {}: the kernel has no per-subflow stall timer; requests to \
+                             watch a subflow are skipped (status: watches_skipped)",
+                            mode_name(pm.config().mode)
+                        );
+                    }
+                    continue;
+                }
                 if bridge.duplicates_skipped == 1 {
                     tracing::warn!(
                         "mode {}: the kernel cannot make a subflow carry a copy of the stream; \
@@ -504,6 +514,7 @@ fn status_json(
             "stale_commands": bridge.stale_commands,
             "duplicates_skipped": bridge.duplicates_skipped,
             "reinjects_skipped": bridge.reinjects_skipped,
+            "watches_skipped": bridge.watches_skipped,
             "drain_parked": drain.stats.parked,
             "drain_destroyed_dead_idle": drain.stats.destroyed_dead_idle,
             "drain_destroyed_timeout": drain.stats.destroyed_timeout,
