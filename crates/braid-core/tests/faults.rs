@@ -1,7 +1,7 @@
 //! Correctness under faults: two endpoints driven through random loss, reordering,
-//! duplication, path up/down, backup flips and path closes. Whatever happens, every byte is
-//! delivered exactly once and in order, nothing panics, and the stream never stalls longer than
-//! the broken-path timeout while a usable path exists.
+//! duplication, path up/down, backup flips, stall watches and path closes. Whatever happens,
+//! every byte is delivered exactly once and in order, nothing panics, and the stream never
+//! stalls longer than the broken-path timeout while a usable path exists.
 //!
 //! Shrunk failures are kept below as named regression tests.
 
@@ -31,6 +31,8 @@ enum Op {
     Down(usize),
     Up(usize),
     Backup(usize, bool),
+    /// Watch the path for a stall (`Connection::set_watch`), or stop.
+    Watch(usize, bool),
     Close(usize),
     Write(usize),
 }
@@ -63,6 +65,7 @@ fn op(n_links: usize) -> impl Strategy<Value = Op> {
         1 => (0..n_links).prop_map(Op::Down),
         1 => (0..n_links).prop_map(Op::Up),
         1 => (0..n_links, any::<bool>()).prop_map(|(i, b)| Op::Backup(i, b)),
+        1 => (0..n_links, any::<bool>()).prop_map(|(i, b)| Op::Watch(i, b)),
         1 => (0..n_links).prop_map(Op::Close),
         2 => (1usize..1_000_000).prop_map(Op::Write),
     ]
@@ -211,6 +214,12 @@ fn run(c: &Case) -> Outcome {
                 let id = path_on(&p, i);
                 if let Some(id) = id {
                     p.client.set_backup(id, b).unwrap();
+                }
+            }
+            Op::Watch(i, b) => {
+                let id = path_on(&p, i);
+                if let Some(id) = id {
+                    p.client.set_watch(id, b).unwrap();
                 }
             }
             Op::Close(i) => {
