@@ -244,19 +244,22 @@ impl Manager {
         self.capacity.as_ref().and_then(Estimator::demand_bps)
     }
 
+    /// The good interfaces other than `id`: those that would take its traffic.
+    fn good_others(&self, id: IfaceId) -> Vec<IfaceId> {
+        self.ifaces
+            .keys()
+            .copied()
+            .filter(|&j| j != id && self.good(j))
+            .collect()
+    }
+
     /// Capacity-aware modes: whether the interfaces other than `id` that may carry data have
     /// been seen carrying the demand (true when nothing is known: Algorithm 1 then decides).
     fn others_can_carry(&self, id: IfaceId) -> bool {
         let Some(e) = &self.capacity else {
             return true;
         };
-        let others: Vec<IfaceId> = self
-            .ifaces
-            .keys()
-            .copied()
-            .filter(|&j| j != id && self.good(j))
-            .collect();
-        e.can_carry(self.now, others).unwrap_or(true)
+        e.can_carry(self.now, self.good_others(id)).unwrap_or(true)
     }
 
     /// Capacity-aware modes: whether an established subflow should be watched for a stall
@@ -280,13 +283,7 @@ impl Manager {
         if !radio || s.id.is_none() || s.backup || !self.good(s.iface) {
             return false;
         }
-        let others: Vec<IfaceId> = self
-            .ifaces
-            .keys()
-            .copied()
-            .filter(|&j| j != s.iface && self.good(j))
-            .collect();
-        e.carried_demand(self.now, others)
+        e.carried_demand(self.now, self.good_others(s.iface))
     }
 
     /// Capacity-aware modes: sets or clears the watch flag of every subflow whose

@@ -611,11 +611,17 @@ fn backup_of(cmds: &[Command], id: u64) -> Option<bool> {
 
 /// A capacity-aware manager with WLAN's subflow (101) established, after LTE carried the
 /// 4 Mbit/s stream alone at `lte_rate` for 20 s and WLAN then carried it for 20 s.
-fn capacity_setup(mode: Mode, lte_rate: f64) -> (Manager, [u64; 2], u64) {
+/// A manager in `mode` with WLAN's subflow 101 established and its signal good.
+fn wlan_up(mode: Mode) -> Manager {
     let mut m = setup(mode, |_| {});
     sig(&mut m, 10, WLAN, -70.0);
     established(&mut m, 20, WLAN, 101, ep(1, [10, 0, 1, 2]));
     drain(&mut m);
+    m
+}
+
+fn capacity_setup(mode: Mode, lte_rate: f64) -> (Manager, [u64; 2], u64) {
+    let mut m = wlan_up(mode);
     let mut b = [0, 0];
     let (t, _) = carry(&mut m, &mut b, 100, 20, 0.0, lte_rate);
     let (t, cmds) = carry(&mut m, &mut b, t, 20, 4e6, 0.0);
@@ -637,10 +643,7 @@ fn watch_of(cmds: &[Command], id: u64) -> Option<bool> {
 
 #[test]
 fn capacity_aware_modes_watch_an_active_radio_link_once_the_others_carried_the_demand() {
-    let mut m = setup(Mode::CrossLayerCapacity, |_| {});
-    sig(&mut m, 10, WLAN, -70.0);
-    established(&mut m, 20, WLAN, 101, ep(1, [10, 0, 1, 2]));
-    drain(&mut m);
+    let mut m = wlan_up(Mode::CrossLayerCapacity);
     let mut b = [0, 0];
     // WLAN carries the stream; LTE has not shown it can: no watch (no evidence is a no).
     let (t, cmds) = carry(&mut m, &mut b, 100, 20, 4e6, 0.0);
@@ -668,10 +671,7 @@ fn capacity_aware_modes_watch_an_active_radio_link_once_the_others_carried_the_d
     // slow it carried all of it, and WLAN was watched; not after the stream rose to 4 Mbit/s),
     // nor in Algorithm 1 (`cross`).
     let (_, cmds) = {
-        let mut m = setup(Mode::CrossLayerCapacity, |_| {});
-        sig(&mut m, 10, WLAN, -70.0);
-        established(&mut m, 20, WLAN, 101, ep(1, [10, 0, 1, 2]));
-        drain(&mut m);
+        let mut m = wlan_up(Mode::CrossLayerCapacity);
         let mut b = [0, 0];
         let (t, mut all) = carry(&mut m, &mut b, 100, 20, 0.0, 2e6);
         let (t, more) = carry(&mut m, &mut b, t, 20, 4e6, 0.0);
@@ -679,10 +679,7 @@ fn capacity_aware_modes_watch_an_active_radio_link_once_the_others_carried_the_d
         (t, all)
     };
     assert_eq!(watch_of(&cmds, 101), Some(false), "{cmds:?}");
-    let mut m = setup(Mode::CrossLayer, |_| {});
-    sig(&mut m, 10, WLAN, -70.0);
-    established(&mut m, 20, WLAN, 101, ep(1, [10, 0, 1, 2]));
-    drain(&mut m);
+    let mut m = wlan_up(Mode::CrossLayer);
     let cmds = sig(&mut m, 100, WLAN, -84.0);
     assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
     assert_eq!(watch_of(&cmds, 101), None, "{cmds:?}");
@@ -723,10 +720,7 @@ fn capacity_aware_demotion_onto_a_link_that_carries_resends_what_was_in_flight()
     );
     assert_eq!(m.stats().reinjections, 1);
     // Algorithm 1 (`cross`) leaves it to the transport's timers.
-    let mut m = setup(Mode::CrossLayer, |_| {});
-    sig(&mut m, 10, WLAN, -70.0);
-    established(&mut m, 20, WLAN, 101, ep(1, [10, 0, 1, 2]));
-    drain(&mut m);
+    let mut m = wlan_up(Mode::CrossLayer);
     let cmds = sig(&mut m, 100, WLAN, -84.0);
     assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
     assert_eq!(reinjects(&cmds, 101), 0, "{cmds:?}");
@@ -788,10 +782,7 @@ fn capacity_aware_cross_takes_a_demotion_back_when_the_other_link_falls_short() 
 
 #[test]
 fn capacity_aware_cross_without_traffic_samples_is_algorithm_1() {
-    let mut m = setup(Mode::CrossLayerCapacity, |_| {});
-    sig(&mut m, 10, WLAN, -70.0);
-    established(&mut m, 20, WLAN, 101, ep(1, [10, 0, 1, 2]));
-    drain(&mut m);
+    let mut m = wlan_up(Mode::CrossLayerCapacity);
     // A runtime that never answers `wants_traffic`: the manager keeps going.
     for t in (100..2000).step_by(250) {
         m.handle_timeout(ms(t));
@@ -841,10 +832,7 @@ fn duplicate_mode_keeps_the_demoted_fading_link_carrying_a_copy_until_it_recover
     let cmds = sig(&mut m, t + 10, WLAN, -84.0);
     assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
     assert!(no_copy(&cmds), "{cmds:?}");
-    let mut m = setup(Mode::CrossLayer, |_| {});
-    sig(&mut m, 10, WLAN, -70.0);
-    established(&mut m, 20, WLAN, 101, ep(1, [10, 0, 1, 2]));
-    drain(&mut m);
+    let mut m = wlan_up(Mode::CrossLayer);
     let cmds = sig(&mut m, 100, WLAN, -84.0);
     assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
     assert!(no_copy(&cmds), "{cmds:?}");
