@@ -898,32 +898,51 @@ fn bulk_link_down_at_once_braid_pm_vs_in_kernel_pm_vs_mptcpd() {
 /// emulated link (its rate, losses and coverage) and its audible beacons are fed to braid pm's
 /// signal socket. Stock is kernel MPTCP's in-kernel path manager (full mesh), cross-layer is
 /// braid pm `cross`. Asserted: each run sees both coverage losses; braid pm's p99 delay around
-/// them is ≤ 100 ms and ≥ 5× below the in-kernel path manager's (seed 000: 50–80 ms against
-/// 1–10 s; the simulator: 25.5 against 264.5 ms).
+/// them is ≤ 100 ms and ≥ 5× below the in-kernel path manager's, the median of two runs' four
+/// windows (seed 000: 50–80 ms against 1–10 s; the simulator: 25.5 against 264.5 ms).
 #[test]
 fn e7_in_the_lab_radio_model_replayed_on_the_kernel() {
     let Some(_alone) = timing_test() else {
         return;
     };
     let lab = Lab::new("e7-v2i-aggregation.toml");
-    let p99 = |endpoint: &str, mode: &str| -> (f64, u64, String) {
-        let (v, err) = lab.run(endpoint, mode, &["duration=40s"]);
-        let m = &v["variants"][0]["metrics"]["delay_p99_event_ms"];
-        (
-            m["median"].as_f64().unwrap_or(f64::NAN),
-            m["windows"].as_u64().unwrap_or(0),
-            err,
-        )
+    // p99 around each coverage loss of `runs` runs of seed 1 (the emulated link is the same;
+    // the kernel's timing is not), and their median.
+    let p99 = |endpoint: &str, mode: &str, runs: usize| -> (f64, Vec<f64>, String) {
+        let mut windows = Vec::new();
+        let mut err = String::new();
+        for _ in 0..runs {
+            let (v, e) = lab.run(endpoint, mode, &["duration=40s"]);
+            windows.extend(
+                v["variants"][0]["runs"][0]["metrics"]["delay_p99_event_ms"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|x| x.as_f64()),
+            );
+            err += &e;
+        }
+        let mut sorted = windows.clone();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = match n {
+            0 => f64::NAN,
+            _ if n % 2 == 1 => sorted[n / 2],
+            _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+        };
+        (median, windows, err)
     };
-    let (kernel, kernel_windows, _) = p99("mptcp", "fullmesh");
-    let (cross, cross_windows, err) = p99("pm", "cross");
+    // The in-kernel path manager's p99 around a loss varies from run to run (122.9 to 1283 ms
+    // seen in single runs): two runs of it, the median over their four windows.
+    let (kernel, kernel_windows, _) = p99("mptcp", "fullmesh", 2);
+    let (cross, cross_windows, err) = p99("pm", "cross", 1);
     eprintln!(
-        "E7 in the lab, p99 delay around the coverage losses: in-kernel PM {kernel:.1} ms ({kernel_windows} windows), braid pm cross {cross:.1} ms ({cross_windows}) {err}"
+        "E7 in the lab, p99 delay around the coverage losses: in-kernel PM {kernel:.1} ms {kernel_windows:?}, braid pm cross {cross:.1} ms {cross_windows:?} {err}"
     );
     assert_eq!(
-        (kernel_windows, cross_windows),
-        (2, 2),
-        "both coverage losses"
+        (kernel_windows.len(), cross_windows.len()),
+        (4, 2),
+        "both coverage losses of every run"
     );
     assert!(
         cross <= 100.0 && cross * 5.0 <= kernel,

@@ -228,7 +228,16 @@ fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
         std::thread::sleep(Duration::from_secs(1));
         m.tx_bytes(a, x, b) - b0
     };
-    let via_m3_before = rate(1, 2, 3);
+    // The kernel's scheduler may leave one subflow idle for a second (seen once in CI: 148 B/s
+    // while the other lanes carried the download): the route is what is checked, so up to three
+    // one-second samples.
+    let mut via_m3_before = 0;
+    for _ in 0..3 {
+        via_m3_before = rate(1, 2, 3);
+        if via_m3_before > 50_000 {
+            break;
+        }
+    }
     assert!(
         via_m3_before > 50_000,
         "lane e2's subflow goes through M3: {via_m3_before} B/s"
