@@ -113,6 +113,8 @@ struct Link {
 pub struct Estimator {
     cfg: CapacityConfig,
     last: Option<Instant>,
+    /// Start of the last interval measured.
+    interval_start: Option<Instant>,
     links: BTreeMap<IfaceId, Link>,
     total: Option<f64>,
     /// (time, smoothed total rate) over the demand window.
@@ -135,6 +137,7 @@ impl Estimator {
         Estimator {
             cfg,
             last: None,
+            interval_start: None,
             links: BTreeMap::new(),
             total: None,
             recent: VecDeque::new(),
@@ -162,6 +165,7 @@ impl Estimator {
             return false;
         }
         self.last = Some(now);
+        self.interval_start = Some(last);
         self.samples += 1;
         let secs = dt.as_secs_f64();
         let mut total = 0.0;
@@ -213,6 +217,20 @@ impl Estimator {
     pub fn carried_bps(&self, now: Instant, iface: IfaceId) -> Option<f64> {
         let (v, at) = self.links.get(&iface)?.carried?;
         (now.saturating_since(at) <= self.cfg.horizon).then_some(v)
+    }
+
+    /// Whether the interface carried the demand over the last interval, if that interval began
+    /// at or after `since` (`None` until one has): at least `headroom` × the demand, or any
+    /// rate while the stream is idle or no demand is known yet.
+    pub fn carried_since(&self, iface: IfaceId, since: Instant) -> Option<bool> {
+        if self.interval_start? < since {
+            return None;
+        }
+        let Some(demand) = self.demand_bps().filter(|&d| d >= IDLE_BPS) else {
+            return Some(true);
+        };
+        let rate = self.links.get(&iface).map_or(0.0, |l| l.rate);
+        Some(rate >= self.cfg.headroom * demand)
     }
 
     /// Whether the interfaces `others` can carry the demand: `None` when nothing is known (no

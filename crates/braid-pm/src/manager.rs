@@ -95,6 +95,11 @@ struct Iface {
     flips: u64,
     /// Capacity-aware modes: a demotion of this interface is being withheld.
     withheld: bool,
+    /// When the signal verdict last turned good.
+    good_since: Option<Instant>,
+    /// Capacity-aware backup mode: the backups stay active beside this primary, back from a
+    /// loss, until it has carried the demand.
+    holding_backups: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -137,6 +142,9 @@ pub struct Stats {
     /// active because the other links had not been seen carrying the demand.
     pub traffic_samples: u64,
     pub demotions_withheld: u64,
+    /// Capacity-aware backup mode: times a primary came back and the backups stayed active
+    /// beside it until it carried the demand.
+    pub backups_held: u64,
     /// The `…-dup` modes: subflows asked to carry a copy of the stream, and asked to stop.
     pub duplicate_set: u64,
     pub duplicate_cleared: u64,
@@ -337,6 +345,21 @@ impl Manager {
             && self.available(id)
             && !self.good(id)
             && !self.others_can_carry(id)
+    }
+
+    /// Capacity-aware modes: whether a primary back from a loss has carried the demand since
+    /// its signal turned good (over a whole traffic sample). Until then the backups stay active
+    /// beside it: its window restarts small after the loss's timeouts, and a stream handed to
+    /// it at once waits for the window to grow (E8's signal replays: 145 ms). True in the other
+    /// modes and when nothing is measured.
+    fn carries_demand_again(&self, primary: IfaceId) -> bool {
+        let (Some(e), Some(since)) = (
+            &self.capacity,
+            self.ifaces.get(&primary).and_then(|i| i.good_since),
+        ) else {
+            return true;
+        };
+        e.carried_since(primary, since).unwrap_or(false)
     }
 
     /// Records whether a demotion of `id` is withheld; counts each time one starts to be.
@@ -630,7 +653,18 @@ impl Manager {
                 .subflows
                 .iter()
                 .any(|s| s.iface == primary && s.id.is_some() && !s.backup);
-            if primary_carries && self.primaries().all(|p| self.good(p)) {
+            let backups_active = self.conns[&c]
+                .subflows
+                .iter()
+                .any(|s| backups.contains(&s.iface) && !s.backup && s.id.is_some());
+            let ready = !backups_active || self.carries_demand_again(primary);
+            if let Some(i) = self.ifaces.get_mut(&primary) {
+                if !ready && !i.holding_backups {
+                    self.stats.backups_held += 1;
+                }
+                i.holding_backups = !ready;
+            }
+            if primary_carries && ready && self.primaries().all(|p| self.good(p)) {
                 for b in backups {
                     let bs: Vec<Subflow> = self.conns[&c]
                         .subflows
@@ -644,6 +678,9 @@ impl Manager {
                 }
             }
         } else {
+            if let Some(i) = self.ifaces.get_mut(&primary) {
+                i.holding_backups = false;
+            }
             for b in backups {
                 if self.available(b) {
                     self.activate(c, b, Reason::Handover);
@@ -834,7 +871,14 @@ impl Manager {
                 smoothed > t + i.cfg.hysteresis_db
             };
         }
-        if self.good(iface) != was_good || self.cfg.mode.uses_signal() {
+        let good = self.good(iface);
+        if good && !was_good {
+            let now = self.now;
+            if let Some(i) = self.ifaces.get_mut(&iface) {
+                i.good_since = Some(now);
+            }
+        }
+        if good != was_good || self.cfg.mode.uses_signal() {
             self.apply_iface(iface, Reason::Signal);
         }
     }
@@ -1089,6 +1133,8 @@ impl Manager {
                         predicted: None,
                         flips: 0,
                         withheld: false,
+                        good_since: None,
+                        holding_backups: false,
                     },
                 );
             }
@@ -1144,11 +1190,14 @@ impl Manager {
                 {
                     self.stats.traffic_samples += 1;
                     // What the links can carry changed: the fading ones are weighed again.
+                    // And primaries holding their backups may release them.
                     let fading: Vec<IfaceId> = self
                         .ifaces
-                        .keys()
-                        .copied()
-                        .filter(|&i| self.available(i) && !self.good(i))
+                        .iter()
+                        .filter(|&(&i, f)| {
+                            self.available(i) && (!self.good(i) || f.holding_backups)
+                        })
+                        .map(|(&i, _)| i)
                         .collect();
                     for i in fading {
                         self.apply_iface(i, Reason::Capacity);

@@ -266,11 +266,13 @@ fn windows_with(
 /// (E7, E8) × (ATT, TMobile): windows where one link alone could carry the stream within
 /// 100 ms, and of those the ones `cap` and `dup` kept ≤ 100 ms, as measured.
 const CARRIED: [[(usize, usize, usize); 2]; 2] =
-    [[(28, 27, 27), (16, 15, 15)], [(28, 27, 25), (16, 14, 15)]];
+    [[(28, 27, 27), (16, 15, 15)], [(28, 27, 26), (16, 15, 15)]];
 /// TMobile LTE handovers (of 56) in which `dup` kept the p99 delay ≤ 100 ms, as measured (E7,
-/// E8; `cap` 19 and 17). E7's was 22 before the capacity-aware modes watched the active radio
-/// link for a stall (`SetWatch`).
-const DUP_TMOBILE_WITHIN: [usize; 2] = [21, 22];
+/// E8; `cap` 19 and 19). E7's was 22 before the capacity-aware modes watched the active radio
+/// link for a stall (`SetWatch`); E8's was 22 before the backup stayed active beside a
+/// returning primary until it carried the demand (one window, 73 → 133 ms: LTE's overflow met
+/// one of its delivery gaps; `cap` went from 17 to 19).
+const DUP_TMOBILE_WITHIN: [usize; 2] = [21, 21];
 
 #[test]
 fn capacity_aware_cross_layer_on_real_cellular_traces() {
@@ -405,9 +407,9 @@ fn capacity_aware_cross_layer_on_real_cellular_traces() {
 /// been seen carrying the stream (`SetWatch`): what it had in flight goes over LTE about one
 /// RTT after its acknowledgements stop, not at its RTO. Per drive, `cap`'s worst handover
 /// window is no worse than `cross`'s and stock's, and `cap` keeps the p99 delay ≤ 100 ms in
-/// every window but the counts below, as measured (E8 drive 4: 802.11p comes back for two
-/// seconds and turns lossy, not silent, and the transport's own recovery keeps the timer away).
-const REPLAY_CAP_OVER_100: [[usize; 5]; 2] = [[0, 0, 0, 0, 0], [0, 0, 0, 1, 0]];
+/// every window but the counts below, as measured (none: E8 drive 4 had one, 145 ms, until the
+/// backup stayed active beside a returning 802.11p whose window restarted small).
+const REPLAY_CAP_OVER_100: [[usize; 5]; 2] = [[0, 0, 0, 0, 0], [0, 0, 0, 0, 0]];
 
 #[test]
 fn capacity_aware_modes_ride_out_drops_the_signal_replay_does_not_announce() {

@@ -625,11 +625,24 @@ fn capacity_setup(mode: Mode, lte_rate: f64) -> (Manager, [u64; 2], u64) {
     let mut b = [0, 0];
     let (t, _) = carry(&mut m, &mut b, 100, 20, 0.0, lte_rate);
     let (t, cmds) = carry(&mut m, &mut b, t, 20, 4e6, 0.0);
-    // Nothing fades yet (WLAN may be watched for a stall: see the watch's own test).
+    // Nothing fades yet (WLAN may be watched for a stall: see the watch's own test). In the
+    // backup modes LTE, active since the connection began on it, stands by once WLAN carried
+    // the demand.
     assert!(
-        cmds.iter().all(|c| matches!(c, Command::SetWatch { .. })),
+        cmds.iter().all(|c| matches!(
+            c,
+            Command::SetWatch { .. }
+                | Command::SetBackup {
+                    subflow: SubflowId(100),
+                    backup: true,
+                    ..
+                }
+        )),
         "{cmds:?}"
     );
+    if mode.base() == Mode::CrossLayerBackup {
+        assert_eq!(backup_of(&cmds, 100), Some(true), "{cmds:?}");
+    }
     (m, b, t)
 }
 
@@ -811,6 +824,34 @@ fn capacity_aware_backup_mode_adds_the_backup_before_it_drops_the_primary() {
     let cmds = sig(&mut m, t + 10, WLAN, -84.0);
     assert_eq!(backup_of(&cmds, 100), Some(false), "{cmds:?}");
     assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
+}
+
+#[test]
+fn capacity_aware_backup_mode_keeps_the_backup_beside_a_returning_primary_until_it_carries() {
+    let (mut m, mut b, t) = capacity_setup(Mode::CrossLayerBackupCapacity, 4e6);
+    let cmds = sig(&mut m, t + 10, WLAN, -84.0);
+    assert_eq!(backup_of(&cmds, 100), Some(false), "{cmds:?}");
+    assert_eq!(backup_of(&cmds, 101), Some(true), "{cmds:?}");
+    let (t, _) = carry(&mut m, &mut b, t + 10, 5, 0.0, 4e6);
+    // WLAN comes back: it carries again at once, and LTE stays active beside it ...
+    let held = m.stats().backups_held;
+    let cmds = sig(&mut m, t + 10, WLAN, -70.0);
+    assert_eq!(backup_of(&cmds, 101), Some(false), "{cmds:?}");
+    assert_eq!(backup_of(&cmds, 100), None, "{cmds:?}");
+    assert_eq!(m.stats().backups_held, held + 1);
+    // ... while WLAN's window grows (a sample that began before the return does not count) ...
+    let (t, cmds) = carry(&mut m, &mut b, t + 10, 1, 1e6, 3e6);
+    assert_eq!(backup_of(&cmds, 100), None, "{cmds:?}");
+    // ... and stands by again once WLAN carried the demand over a whole sample.
+    let (_, cmds) = carry(&mut m, &mut b, t, 1, 4.5e6, 0.2e6);
+    assert_eq!(backup_of(&cmds, 100), Some(true), "{cmds:?}");
+    assert_eq!(m.stats().backups_held, held + 1);
+    // Algorithm 1's backup mode hands back at once.
+    let mut m = wlan_up(Mode::CrossLayerBackup);
+    established(&mut m, 30, LTE, 100, ep(2, [10, 0, 0, 2]));
+    sig(&mut m, 40, WLAN, -84.0);
+    let cmds = sig(&mut m, 50, WLAN, -70.0);
+    assert_eq!(backup_of(&cmds, 100), Some(true), "{cmds:?}");
 }
 
 fn duplicate_of(cmds: &[Command], id: u64) -> Option<bool> {

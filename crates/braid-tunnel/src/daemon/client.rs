@@ -346,6 +346,7 @@ impl Transport for Client {
                 "signal_samples": manager.stats().signal_samples,
                 "traffic_samples": manager.stats().traffic_samples,
                 "demotions_withheld": manager.stats().demotions_withheld,
+                "backups_held": manager.stats().backups_held,
                 "demand_bps": manager.demand_bps(),
                 "ifaces": manager.ifaces().map(|i| json!({
                     "name": i.name, "rssi_dbm": i.rssi_dbm, "good": i.good,

@@ -504,6 +504,7 @@ fn status_json(
             "signal_samples": st.signal_samples,
             "traffic_samples": st.traffic_samples,
             "demotions_withheld": st.demotions_withheld,
+            "backups_held": st.backups_held,
             "kernel_events": counters.kernel_events,
             "malformed_kernel_events": events.malformed(),
             "event_overruns": events.overruns(),
