@@ -379,6 +379,27 @@ mod tests {
     }
 
     #[test]
+    fn carried_since_counts_only_whole_intervals_after_the_time_given() {
+        let mut e = Estimator::new(CapacityConfig::default());
+        let mut b = [0, 0];
+        e.sample(ms(0), &[(A, 0), (B, 0)]);
+        let t = feed(&mut e, 0, 20, &mut b, [0.0, 4e6]);
+        // A returns at t + 100: the interval that began at t does not count.
+        let t = feed(&mut e, t, 1, &mut b, [0.0, 4e6]);
+        assert_eq!(e.carried_since(A, ms(t - 150)), None);
+        // A carries half the demand, then all of it.
+        let t = feed(&mut e, t, 1, &mut b, [2e6, 2e6]);
+        assert_eq!(e.carried_since(A, ms(t - 1000)), Some(false));
+        let t = feed(&mut e, t, 1, &mut b, [4e6, 0.0]);
+        assert_eq!(e.carried_since(A, ms(t - 1000)), Some(true));
+        // An idle stream: any link carries it.
+        let mut e = Estimator::new(CapacityConfig::default());
+        e.sample(ms(0), &[(A, 0), (B, 0)]);
+        e.sample(ms(1000), &[(A, 0), (B, 1000)]);
+        assert_eq!(e.carried_since(A, ms(0)), Some(true));
+    }
+
+    #[test]
     fn idle_connections_and_restarted_counters() {
         let mut e = Estimator::new(CapacityConfig::default());
         e.sample(ms(0), &[(A, 1000), (B, 0)]);
