@@ -270,8 +270,8 @@ const CARRIED: [[(usize, usize, usize); 2]; 2] =
 /// TMobile LTE handovers (of 56) in which `dup` kept the p99 delay ≤ 100 ms, as measured (E7,
 /// E8; `cap` 19 and 19). E7's was 22 before the capacity-aware modes watched the active radio
 /// link for a stall (`SetWatch`); E8's was 22 before the backup stayed active beside a
-/// returning primary until it carried the demand (one window, 73 → 133 ms: LTE's overflow met
-/// one of its delivery gaps; `cap` went from 17 to 19).
+/// returning primary until it carried the demand (one window, 73 → 133 ms, not traced; `cap`
+/// went from 17 to 19).
 const DUP_TMOBILE_WITHIN: [usize; 2] = [21, 21];
 
 #[test]
