@@ -658,7 +658,9 @@ impl Manager {
                 .iter()
                 .any(|s| backups.contains(&s.iface) && !s.backup && s.id.is_some());
             let ready = !backups_active || self.carries_demand_again(primary);
-            if let Some(i) = self.ifaces.get_mut(&primary) {
+            // Only a connection with a backup to hold decides the flag (the evidence is the
+            // interface's, the same for all): one with nothing to hold must not clear another's.
+            if backups_active && let Some(i) = self.ifaces.get_mut(&primary) {
                 if !ready && !i.holding_backups {
                     self.stats.backups_held += 1;
                 }

@@ -854,6 +854,45 @@ fn capacity_aware_backup_mode_keeps_the_backup_beside_a_returning_primary_until_
     assert_eq!(backup_of(&cmds, 100), Some(true), "{cmds:?}");
 }
 
+#[test]
+fn a_held_backup_is_released_whatever_the_other_connections_hold() {
+    let (mut m, mut b, t) = capacity_setup(Mode::CrossLayerBackupCapacity, 4e6);
+    // A second connection, on WLAN only (no active backup subflow to hold).
+    let c2 = ConnId(9);
+    let wlan = ep(1, [10, 0, 1, 2]);
+    m.handle_event(
+        ms(t),
+        &Event::ConnectionCreated {
+            conn: c2,
+            local: wlan,
+            remote: ep(0, [192, 0, 2, 1]),
+            iface: Some(WLAN),
+            initiator: true,
+        },
+    );
+    m.handle_event(
+        ms(t),
+        &Event::ConnectionEstablished {
+            conn: c2,
+            subflow: Some(SubflowId(200)),
+            local: wlan,
+            remote: ep(0, [192, 0, 2, 1]),
+            iface: Some(WLAN),
+        },
+    );
+    drain(&mut m);
+    sig(&mut m, t + 10, WLAN, -84.0);
+    let (t, _) = carry(&mut m, &mut b, t + 10, 5, 0.0, 4e6);
+    // WLAN comes back: the first connection's LTE subflow is held ...
+    let cmds = sig(&mut m, t + 10, WLAN, -70.0);
+    assert_eq!(backup_of(&cmds, 100), None, "{cmds:?}");
+    // ... and released once WLAN carried the demand, though the second connection had
+    // nothing to hold.
+    let (t, _) = carry(&mut m, &mut b, t + 10, 1, 1e6, 3e6);
+    let (_, cmds) = carry(&mut m, &mut b, t, 1, 4.5e6, 0.2e6);
+    assert_eq!(backup_of(&cmds, 100), Some(true), "{cmds:?}");
+}
+
 fn duplicate_of(cmds: &[Command], id: u64) -> Option<bool> {
     cmds.iter().rev().find_map(|c| match c {
         Command::SetDuplicate { subflow, on, .. } if subflow.0 == id => Some(*on),
