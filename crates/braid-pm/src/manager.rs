@@ -95,8 +95,10 @@ struct Iface {
     flips: u64,
     /// Capacity-aware modes: a demotion of this interface is being withheld.
     withheld: bool,
-    /// When the signal verdict last turned good.
+    /// When the interface last turned good (signal, prediction, link or address back), and
+    /// whether it was good when last looked at.
     good_since: Option<Instant>,
+    was_good: bool,
     /// Capacity-aware backup mode: the backups stay active beside this primary, back from a
     /// loss, until it has carried the demand.
     holding_backups: bool,
@@ -820,6 +822,15 @@ impl Manager {
 
     /// Re-runs the policy for one interface on every connection.
     fn apply_iface(&mut self, iface: IfaceId, reason: Reason) {
+        // Every change that can turn an interface good ends here: date the turn.
+        let good = self.good(iface);
+        let now = self.now;
+        if let Some(i) = self.ifaces.get_mut(&iface) {
+            if good && !i.was_good {
+                i.good_since = Some(now);
+            }
+            i.was_good = good;
+        }
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
         for c in conns {
             self.apply(c, iface, reason);
@@ -873,14 +884,7 @@ impl Manager {
                 smoothed > t + i.cfg.hysteresis_db
             };
         }
-        let good = self.good(iface);
-        if good && !was_good {
-            let now = self.now;
-            if let Some(i) = self.ifaces.get_mut(&iface) {
-                i.good_since = Some(now);
-            }
-        }
-        if good != was_good || self.cfg.mode.uses_signal() {
+        if self.good(iface) != was_good || self.cfg.mode.uses_signal() {
             self.apply_iface(iface, Reason::Signal);
         }
     }
@@ -1136,6 +1140,7 @@ impl Manager {
                         flips: 0,
                         withheld: false,
                         good_since: None,
+                        was_good: false,
                         holding_backups: false,
                     },
                 );

@@ -855,6 +855,34 @@ fn capacity_aware_backup_mode_keeps_the_backup_beside_a_returning_primary_until_
 }
 
 #[test]
+fn a_primary_back_from_an_interface_loss_holds_the_backup_as_one_back_from_a_fade() {
+    let (mut m, mut b, t) = capacity_setup(Mode::CrossLayerBackupCapacity, 4e6);
+    // WLAN's interface goes down with its signal still good (a silent drop): LTE carries.
+    let iface = |m: &mut Manager, t: u64, up: bool| {
+        m.handle_event(ms(t), &Event::IfaceUpdated { iface: WLAN, up });
+        drain(m)
+    };
+    let cmds = iface(&mut m, t + 10, false);
+    assert_eq!(backup_of(&cmds, 100), Some(false), "{cmds:?}");
+    // It comes back within the same traffic sample (no new signal sample needed), so the last
+    // sample still shows WLAN carrying the demand: LTE stays active beside it all the same ...
+    let held = m.stats().backups_held;
+    let mut cmds = iface(&mut m, t + 100, true);
+    if creates(&cmds, WLAN) {
+        established(&mut m, t + 110, WLAN, 102, ep(1, [10, 0, 1, 2]));
+        cmds.extend(drain(&mut m));
+    }
+    assert_eq!(backup_of(&cmds, 100), None, "{cmds:?}");
+    assert_eq!(m.stats().backups_held, held + 1);
+    // ... the samples WLAN carried before its loss do not count ...
+    let (t, cmds) = carry(&mut m, &mut b, t, 1, 1e6, 3e6);
+    assert_eq!(backup_of(&cmds, 100), None, "{cmds:?}");
+    // ... and it stands by once WLAN carried the demand over a whole sample after its return.
+    let (_, cmds) = carry(&mut m, &mut b, t, 1, 4.5e6, 0.2e6);
+    assert_eq!(backup_of(&cmds, 100), Some(true), "{cmds:?}");
+}
+
+#[test]
 fn a_held_backup_is_released_whatever_the_other_connections_hold() {
     let (mut m, mut b, t) = capacity_setup(Mode::CrossLayerBackupCapacity, 4e6);
     // A second connection, on WLAN only (no active backup subflow to hold).
