@@ -114,6 +114,8 @@ pub fn spec(capacity: Capacity, delay_ms: u64) -> DirSpec {
         loss: 0.0,
         overhead: 0,
         frame_time: Duration::ZERO,
+        retries: 0,
+        retry_backoff: Duration::ZERO,
     }
 }
 

@@ -47,6 +47,15 @@ pub struct DirSpec {
     /// DSSS with a long preamble: ≈ 866 µs). It costs the same at every rate, so it takes a
     /// larger share of a fast link than of a slow one. Zero on a wire.
     pub frame_time: Duration,
+    /// Link-layer retransmissions (a wireless MAC's ARQ): a frame lost on the air is sent
+    /// again up to this many times before it is dropped, each attempt holding the medium for
+    /// the frame's airtime and, from the second, a backoff that doubles from attempt to attempt
+    /// (802.11's contention window, up to 32 × `retry_backoff`). Zero: a lost frame is dropped
+    /// before it takes any airtime.
+    pub retries: u32,
+    /// The mean backoff of the first retransmission (802.11b: CWmin 31 × 20 µs slots, twice
+    /// the first attempt's mean: 620 µs).
+    pub retry_backoff: Duration,
 }
 
 /// Why a packet did not make it onto the wire.
@@ -197,7 +206,17 @@ impl Direction {
             self.stats.dropped_queue += 1;
             return Err(Drop::Queue);
         }
-        if self.spec.loss > 0.0 && rng.random::<f64>() < self.spec.loss {
+        // Attempts on the air: the first, then a retransmission per loss while retries last.
+        let mut attempts = 1u32;
+        let mut lost = false;
+        while self.spec.loss > 0.0 && rng.random::<f64>() < self.spec.loss {
+            if attempts > self.spec.retries {
+                lost = true;
+                break;
+            }
+            attempts += 1;
+        }
+        if lost && self.spec.retries == 0 {
             self.stats.dropped_loss += 1;
             return Err(Drop::Loss);
         }
@@ -206,15 +225,32 @@ impl Direction {
             start = start.max(**m);
         }
         let frame_ns = self.spec.frame_time.as_nanos() as u64;
-        let depart = match &self.spec.capacity {
-            Capacity::Rate(bps) => {
-                start + frame_ns + (f64::from(wire) * 8.0 * 1e9 / bps).ceil() as u64
+        let mut depart = start;
+        for k in 0..attempts {
+            if k > 0 {
+                let backoff = self.spec.retry_backoff.as_nanos() as u64;
+                depart += backoff << (k - 1).min(5);
             }
-            Capacity::Trace(trace) => self.trace_departure(trace.clone(), start + frame_ns, wire),
-        };
+            depart = match &self.spec.capacity {
+                Capacity::Rate(bps) => {
+                    depart + frame_ns + (f64::from(wire) * 8.0 * 1e9 / bps).ceil() as u64
+                }
+                Capacity::Trace(trace) => {
+                    self.trace_departure(trace.clone(), depart + frame_ns, wire)
+                }
+            };
+        }
         self.busy_until_ns = depart;
         if let Some(m) = medium {
             *m = depart;
+        }
+        if lost {
+            // Every retransmission failed: the airtime is spent (the frame holds its place in
+            // the queue until then), the frame is gone.
+            self.queue.push_back((depart, wire));
+            self.queued_bytes += u64::from(wire);
+            self.stats.dropped_loss += 1;
+            return Err(Drop::Loss);
         }
         self.queue.push_back((depart, wire));
         self.queued_bytes += u64::from(wire);
@@ -246,6 +282,8 @@ impl Direction {
             loss: 0.0,
             overhead: 0,
             frame_time: Duration::ZERO,
+            retries: 0,
+            retry_backoff: Duration::ZERO,
         })
     }
 
@@ -361,6 +399,8 @@ mod tests {
             loss: 0.0,
             overhead: 0,
             frame_time: Duration::ZERO,
+            retries: 0,
+            retry_backoff: Duration::ZERO,
         }
     }
 
@@ -427,6 +467,61 @@ mod tests {
         });
         let h = d.control(Instant::ZERO, 1000, &mut rng).unwrap();
         assert_eq!(h, Instant::from_micros(1500 + 10_000));
+    }
+
+    #[test]
+    fn link_layer_retransmissions_turn_losses_into_airtime() {
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        // 1000 bytes at 8 Mbit/s (1 ms) + 0.5 ms per attempt; retries wait 1, 2, 4 ms first.
+        let arq = |loss| DirSpec {
+            loss,
+            frame_time: Duration::from_micros(500),
+            retries: 3,
+            retry_backoff: Duration::from_millis(1),
+            queue: QueueLimit::Packets(10),
+            ..spec(Capacity::Rate(8e6))
+        };
+        // Every attempt fails: four attempts' airtime and three backoffs are spent, then the
+        // frame is dropped, and the next frame waits for all of it.
+        let mut d = Direction::new(arq(1.0));
+        assert_eq!(d.send(Instant::ZERO, 1000, &mut rng), Err(Drop::Loss));
+        assert_eq!(d.stats.dropped_loss, 1);
+        assert_eq!(
+            d.occupancy(Instant::ZERO),
+            1,
+            "it holds its place until then"
+        );
+        d.set_loss(0.0);
+        let spent_us = 4 * 1500 + 1000 + 2000 + 4000;
+        assert_eq!(
+            d.send(Instant::ZERO, 1000, &mut rng),
+            Ok(Instant::from_micros(spent_us + 1500 + 10_000))
+        );
+        // Lossy: almost every frame arrives (all four attempts fail with 0.3⁴ < 1 %), later
+        // than a first attempt would, and never out of order.
+        let mut d = Direction::new(DirSpec {
+            queue: QueueLimit::Packets(100_000),
+            ..arq(0.3)
+        });
+        let (mut arrived, mut last) = (0, Instant::ZERO);
+        for i in 0..10_000u64 {
+            let now = Instant::from_micros(i * 20_000);
+            if let Ok(at) = d.send(now, 1000, &mut rng) {
+                arrived += 1;
+                assert!(at >= now + Duration::from_micros(11_500));
+                assert!(at >= last);
+                last = at;
+            }
+        }
+        assert!((9_900..10_000).contains(&arrived), "{arrived}");
+        // No retries: a loss drops the frame before it takes airtime (the next one is not
+        // delayed), drawing one random number per frame as before.
+        let mut d = Direction::new(DirSpec {
+            retries: 0,
+            ..arq(1.0)
+        });
+        assert_eq!(d.send(Instant::ZERO, 1000, &mut rng), Err(Drop::Loss));
+        assert_eq!(d.occupancy(Instant::ZERO), 0);
     }
 
     #[test]

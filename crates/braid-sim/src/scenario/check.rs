@@ -21,6 +21,9 @@ use crate::units::Rate;
 
 type CheckError = (Option<String>, String);
 
+/// Link-layer retransmissions a link may make of one frame (802.11's retry limits are 7 and 4).
+const MAX_RETRIES: u32 = 31;
+
 pub(super) fn check(
     s: Scenario,
     name: String,
@@ -68,6 +71,15 @@ fn check_expanded(
                 format!("{} out of range: allowed 0 ≤ loss < 1", l.loss),
             ));
         }
+        if l.retries > MAX_RETRIES {
+            return Err((
+                key("retries"),
+                format!(
+                    "{} out of range: allowed 0 to {MAX_RETRIES} (802.11 uses 7)",
+                    l.retries
+                ),
+            ));
+        }
         let queue = match (l.queue, l.queue_bytes) {
             (Some(_), Some(_)) => {
                 return Err((
@@ -107,6 +119,8 @@ fn check_expanded(
             loss: l.loss,
             overhead: l.overhead,
             frame_time: l.frame_overhead.0,
+            retries: l.retries,
+            retry_backoff: l.retry_backoff.0,
         };
         links.push((dir(down), dir(up)));
     }

@@ -135,6 +135,14 @@ pub struct LinkSpec {
     /// inter-frame spaces, backoff, preamble and link-layer ACK; 802.11b: ≈ 866 µs).
     #[serde(default)]
     pub frame_overhead: Dur,
+    /// Link-layer retransmissions of a frame lost on the air before it is dropped (a wireless
+    /// MAC's ARQ; 802.11: 7), each holding the medium for the frame's airtime and a backoff
+    /// that doubles from `retry_backoff`. 0: a loss drops the frame at once.
+    #[serde(default)]
+    pub retries: u32,
+    /// Mean backoff before the first link-layer retransmission (802.11b: 620 µs).
+    #[serde(default)]
+    pub retry_backoff: Dur,
     /// Links naming the same medium share its airtime (one radio channel): one packet on it at
     /// a time, whichever link and direction. A `node.*` link's medium is one per interface
     /// (`<medium>.<interface>`).

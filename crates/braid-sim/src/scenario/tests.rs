@@ -64,6 +64,11 @@ fn wrong_types_and_impossible_values_are_explained() {
         e.contains("link[0].loss") && e.contains("0 ≤ loss < 1"),
         "{e}"
     );
+    let e = err(BASE, &["link.0.retries=1000"]);
+    assert!(
+        e.contains("link[0].retries") && e.contains("allowed 0 to 31"),
+        "{e}"
+    );
     let e = err(BASE, &["duration=0s"]);
     assert!(e.contains("key `duration`"), "{e}");
     let e = err(BASE, &["pm.mode=\"cross-cap\"", "pm.capacity.headroom=-1"]);
