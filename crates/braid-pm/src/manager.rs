@@ -164,7 +164,9 @@ pub struct Manager {
     ifaces: BTreeMap<IfaceId, Iface>,
     conns: BTreeMap<ConnId, Conn>,
     commands: VecDeque<Command>,
-    decisions: Vec<Decision>,
+    decisions: VecDeque<Decision>,
+    /// Decisions taken since the manager was made (the log keeps the last [`DECISION_LOG`]).
+    decisions_total: u64,
     next_prediction: Option<Instant>,
     /// Interfaces to evaluate again after a subflow closed, per connection.
     reopen: BTreeMap<(ConnId, IfaceId), Reopen>,
@@ -177,8 +179,8 @@ pub struct Manager {
     traffic_due: bool,
 }
 
-/// Decisions kept for display.
-const DECISION_LOG: usize = 100_000;
+/// Decisions kept for display: the most recent ones (a daemon runs for days).
+const DECISION_LOG: usize = 1024;
 
 /// First wait before an interface whose subflow closed is evaluated again; it doubles with
 /// every close that follows without an established subflow, up to [`REOPEN_MAX`].
@@ -210,7 +212,8 @@ impl Manager {
             ifaces: BTreeMap::new(),
             conns: BTreeMap::new(),
             commands: VecDeque::new(),
-            decisions: Vec::new(),
+            decisions: VecDeque::new(),
+            decisions_total: 0,
             next_prediction: None,
             reopen: BTreeMap::new(),
             now: Instant::ZERO,
@@ -226,8 +229,25 @@ impl Manager {
         &self.stats
     }
 
-    pub fn decisions(&self) -> &[Decision] {
+    /// The most recent decisions (up to 1024), oldest first.
+    pub fn decisions(&self) -> &VecDeque<Decision> {
         &self.decisions
+    }
+
+    /// How many decisions were taken since the manager was made: a runtime that logs them
+    /// remembers this count and logs the ones after it.
+    pub fn decisions_total(&self) -> u64 {
+        self.decisions_total
+    }
+
+    /// The decisions taken after the first `seen` (those still kept), oldest first.
+    pub fn decisions_since(&self, seen: u64) -> impl Iterator<Item = &Decision> {
+        let new = self.decisions_total.saturating_sub(seen);
+        let skip = self
+            .decisions
+            .len()
+            .saturating_sub(new.min(usize::MAX as u64) as usize);
+        self.decisions.iter().skip(skip)
     }
 
     pub fn ifaces(&self) -> impl Iterator<Item = IfaceStatus> + '_ {
@@ -440,15 +460,17 @@ impl Manager {
         {
             i.flips += 1;
         }
-        if self.decisions.len() < DECISION_LOG {
-            self.decisions.push(Decision {
-                at: self.now,
-                iface,
-                command: command.clone(),
-                reason,
-                rssi_dbm: rssi,
-            });
+        if self.decisions.len() == DECISION_LOG {
+            self.decisions.pop_front();
         }
+        self.decisions.push_back(Decision {
+            at: self.now,
+            iface,
+            command: command.clone(),
+            reason,
+            rssi_dbm: rssi,
+        });
+        self.decisions_total += 1;
         self.commands.push_back(command);
     }
 

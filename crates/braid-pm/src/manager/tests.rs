@@ -383,6 +383,33 @@ fn hmm_demotes_a_fading_link_before_it_crosses_the_threshold() {
 }
 
 #[test]
+fn the_decision_log_keeps_the_most_recent_and_says_which_are_new() {
+    let mut m = wlan_up(Mode::CrossLayer);
+    let seen = m.decisions_total();
+    assert!(seen > 0);
+    assert_eq!(m.decisions_since(seen).count(), 0);
+    // WLAN fades and recovers 600 times: two decisions each, more than the log keeps.
+    for k in 0..600u64 {
+        sig(&mut m, 100 + 20 * k, WLAN, -84.0);
+        sig(&mut m, 110 + 20 * k, WLAN, -70.0);
+    }
+    assert_eq!(m.decisions_total(), seen + 1200);
+    assert_eq!(m.decisions().len(), 1024);
+    // The newest is the last recovery, and "since" gives exactly the ones after a count.
+    let last = m.decisions().back().unwrap();
+    assert_eq!(last.at, ms(110 + 20 * 599));
+    assert!(matches!(
+        last.command,
+        Command::SetBackup { backup: false, .. }
+    ));
+    let new: Vec<_> = m.decisions_since(m.decisions_total() - 3).collect();
+    assert_eq!(new.len(), 3);
+    assert_eq!(new[2].at, last.at);
+    // More new decisions than the log keeps: all it has.
+    assert_eq!(m.decisions_since(seen).count(), 1024);
+}
+
+#[test]
 fn same_subnet_pairing_picks_the_matching_remote() {
     let mut m = setup(Mode::FullMesh, |c| c.same_subnet = true);
     // Only the LTE subnet matches the primary remote? No: 10.0.1.0/24 has no remote yet.

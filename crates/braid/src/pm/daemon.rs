@@ -165,6 +165,7 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut signal_open = true;
     let mut drain_at: Option<tokio::time::Instant> = None;
+    let mut decisions_logged = 0;
     loop {
         let deadline = pm
             .poll_timeout()
@@ -265,6 +266,18 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
         for e in &evs {
             pm.handle_event(now(), e);
         }
+        // Each decision with its reason, before the kernel requests it makes.
+        for d in pm.decisions_since(decisions_logged) {
+            let iface = bridge.ifaces.get(&d.iface.0).map(|i| i.name.as_str());
+            tracing::info!(
+                iface = iface.unwrap_or("?"),
+                reason = %format!("{:?}", d.reason).to_lowercase(),
+                rssi_dbm = %d.rssi_dbm.map_or("-".into(), |r| format!("{r:.1}")),
+                "decision: {}",
+                d.command.describe()
+            );
+        }
+        decisions_logged = pm.decisions_total();
         while let Some(c) = pm.poll_command() {
             if let Command::RemoveSubflow { subflow, .. } = &c
                 && let Some(s) = bridge.subflows.get(subflow)
