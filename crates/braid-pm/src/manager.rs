@@ -48,6 +48,21 @@ pub enum Reason {
     Capacity,
 }
 
+impl Reason {
+    /// Its name in logs and `status` (lower case).
+    pub fn name(self) -> &'static str {
+        match self {
+            Reason::Stock => "stock",
+            Reason::Signal => "signal",
+            Reason::Prediction => "prediction",
+            Reason::Interface => "interface",
+            Reason::Handover => "handover",
+            Reason::Reopen => "reopen",
+            Reason::Capacity => "capacity",
+        }
+    }
+}
+
 /// One decision of the manager.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
@@ -243,10 +258,8 @@ impl Manager {
     /// The decisions taken after the first `seen` (those still kept), oldest first.
     pub fn decisions_since(&self, seen: u64) -> impl Iterator<Item = &Decision> {
         let new = self.decisions_total.saturating_sub(seen);
-        let skip = self
-            .decisions
-            .len()
-            .saturating_sub(new.min(usize::MAX as u64) as usize);
+        let new = usize::try_from(new).unwrap_or(usize::MAX);
+        let skip = self.decisions.len().saturating_sub(new);
         self.decisions.iter().skip(skip)
     }
 

@@ -244,16 +244,14 @@ impl Direction {
         if let Some(m) = medium {
             *m = depart;
         }
+        self.queue.push_back((depart, wire));
+        self.queued_bytes += u64::from(wire);
         if lost {
             // Every retransmission failed: the airtime is spent (the frame holds its place in
             // the queue until then), the frame is gone.
-            self.queue.push_back((depart, wire));
-            self.queued_bytes += u64::from(wire);
             self.stats.dropped_loss += 1;
             return Err(Drop::Loss);
         }
-        self.queue.push_back((depart, wire));
-        self.queued_bytes += u64::from(wire);
         self.stats.sent += 1;
         self.stats.bytes += u64::from(wire);
         let mut arrival = Instant::from_micros(depart.div_ceil(1000)) + self.spec.delay;

@@ -359,7 +359,7 @@ impl Transport for Client {
                 "t_s": d.at.secs_f64(),
                 "iface": self.links.get(d.iface.0 as usize).map_or_else(|| d.iface.0.to_string(), |l| l.name.clone()),
                 "command": d.command.describe(),
-                "reason": format!("{:?}", d.reason).to_lowercase(),
+                "reason": d.reason.name(),
                 "rssi_dbm": d.rssi_dbm,
             })).collect::<Vec<_>>(),
         })

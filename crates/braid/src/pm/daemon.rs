@@ -271,7 +271,7 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
             let iface = bridge.ifaces.get(&d.iface.0).map(|i| i.name.as_str());
             tracing::info!(
                 iface = iface.unwrap_or("?"),
-                reason = %format!("{:?}", d.reason).to_lowercase(),
+                reason = d.reason.name(),
                 rssi_dbm = %d.rssi_dbm.map_or("-".into(), |r| format!("{r:.1}")),
                 "decision: {}",
                 d.command.describe()
@@ -496,7 +496,7 @@ fn status_json(
                 "t_s": d.at.secs_f64(),
                 "iface": name_of(Some(d.iface.0)).unwrap_or_else(|| d.iface.to_string()),
                 "command": d.command.describe(),
-                "reason": format!("{:?}", d.reason).to_lowercase(),
+                "reason": d.reason.name(),
                 "rssi_dbm": d.rssi_dbm,
             })
         })
