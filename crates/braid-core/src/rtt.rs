@@ -10,7 +10,13 @@ pub enum RtoFormula {
     Rfc6298,
     /// Linux: RTO = SRTT + max(RTO_min, 4·RTTVAR); seed 002 Eq. 2.
     Linux,
+    /// RFC 793 §3.7: RTO = max(RTO_min, β·SRTT) with β = 2, no variance term; seed 004 Eq. 8.
+    /// An RTT that jumps above twice its smoothed value fires the timer unless RTO_min covers it.
+    Rfc793,
 }
+
+/// β of [`RtoFormula::Rfc793`] (seed 004 Eq. 8: "BETA is a delay variance factor, e.g., 2").
+pub const RFC793_BETA: u32 = 2;
 
 /// Smoothed RTT and variation of one subflow.
 #[derive(Debug, Clone)]
@@ -92,6 +98,7 @@ impl RttEstimator {
         let rto = match formula {
             RtoFormula::Rfc6298 => rto_min.max(srtt + GRANULARITY.max(self.rttvar * 4)),
             RtoFormula::Linux => srtt + rto_min.max(self.rttvar * 4),
+            RtoFormula::Rfc793 => rto_min.max(srtt * RFC793_BETA),
         };
         rto.min(rto_max)
     }
@@ -126,5 +133,27 @@ mod tests {
         let rfc = r.rto(RtoFormula::Rfc6298, min, max);
         assert!(linux >= Duration::from_millis(230) && linux < Duration::from_millis(231));
         assert_eq!(rfc, min);
+        // RFC 793 / seed 004: β·SRTT = 60 ms, under RTO_min.
+        assert_eq!(r.rto(RtoFormula::Rfc793, min, max), min);
+    }
+
+    #[test]
+    fn rfc793_is_twice_srtt_above_rto_min_whatever_the_variance() {
+        let mut r = RttEstimator::new(Duration::from_secs(1));
+        for i in 0..200 {
+            // Alternating 100 and 300 ms: large RTTVAR, SRTT near 200 ms.
+            r.update(Duration::from_millis(if i % 2 == 0 { 100 } else { 300 }));
+        }
+        let (min, max) = (Duration::from_millis(100), Duration::from_secs(120));
+        let rto = r.rto(RtoFormula::Rfc793, min, max);
+        assert_eq!(rto, r.srtt() * 2);
+        assert!(
+            r.rto(RtoFormula::Linux, min, max)
+                > r.srtt() + r.rttvar() * 4 - Duration::from_millis(1)
+        );
+        assert_eq!(
+            r.rto(RtoFormula::Rfc793, min, Duration::from_millis(250)),
+            Duration::from_millis(250)
+        );
     }
 }

@@ -661,10 +661,11 @@ fn build_config(c: &ConnectionSpec) -> Result<Config, CheckError> {
     let rto_formula = match c.rto_formula.as_str() {
         "linux" => RtoFormula::Linux,
         "rfc6298" => RtoFormula::Rfc6298,
+        "rfc793" => RtoFormula::Rfc793,
         other => {
             return Err((
                 k("rto_formula"),
-                format!("unknown formula `{other}`; allowed: linux, rfc6298"),
+                format!("unknown formula `{other}`; allowed: linux, rfc6298, rfc793"),
             ));
         }
     };

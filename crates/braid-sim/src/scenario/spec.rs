@@ -34,7 +34,7 @@ pub struct ConnectionSpec {
     pub congestion: String,
     pub rto_min: Dur,
     pub rto_max: Dur,
-    /// linux | rfc6298
+    /// linux | rfc6298 | rfc793 (seed 004 Eq. 8: max(RTO_min, 2·SRTT))
     pub rto_formula: String,
     pub initial_rtt: Dur,
     pub tail_loss_probe: bool,

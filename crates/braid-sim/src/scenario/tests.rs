@@ -36,6 +36,24 @@ fn base_loads_with_defaults() {
 }
 
 #[test]
+fn every_rto_formula_loads_and_an_unknown_one_names_the_key() {
+    use braid_core::rtt::RtoFormula;
+    for (name, f) in [
+        ("linux", RtoFormula::Linux),
+        ("rfc6298", RtoFormula::Rfc6298),
+        ("rfc793", RtoFormula::Rfc793),
+    ] {
+        let p = load(BASE, &[&format!("connection.rto_formula={name}")]).unwrap();
+        assert_eq!(p.variants[0].config.rto_formula, f);
+    }
+    let e = err(BASE, &["connection.rto_formula=karn"]);
+    assert!(
+        e.contains("connection.rto_formula") && e.contains("allowed: linux, rfc6298, rfc793"),
+        "{e}"
+    );
+}
+
+#[test]
 fn unknown_keys_name_the_file_and_the_key() {
     let e = err(
         &BASE.replace("delay = \"10ms\"", "delay = \"10ms\"\nrat = 3"),
