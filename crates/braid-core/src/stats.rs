@@ -22,6 +22,8 @@ pub struct PathStats {
     pub reinject_timer_count: u64,
     pub fast_retransmits: u64,
     pub lost_packets: u64,
+    /// Retransmissions found lost again (packets sent after them were acknowledged).
+    pub lost_retransmissions: u64,
     /// ACK frames that acknowledged new packets (the others count as `duplicate_acks`).
     pub acks: u64,
     pub duplicate_acks: u64,

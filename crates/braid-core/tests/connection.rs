@@ -673,3 +673,44 @@ fn a_watched_path_that_falls_silent_has_its_tail_resent_within_about_an_rtt() {
     p.open_all(&[]);
     assert!(p.client.set_watch(braid_core::PathId(99), true).is_err());
 }
+
+/// A 4 Mbit/s stream on the faster of two paths; one packet's first transmission and its fast
+/// retransmission are both lost on that path (a burst on a radio link). The other path is idle
+/// and active, or a backup. Returns the longest gap in what the receiver reads and the sender's
+/// count of retransmissions found lost again on the fast path.
+fn lost_retransmission_gap(other_is_backup: bool) -> (Duration, u64) {
+    let links = vec![Link::new(8).rate_mbit(27), Link::new(25).rate_mbit(20)];
+    let mut p = Pair::new(Config::default(), links, 1);
+    p.open_all(&[false, other_is_backup]);
+    let mut feed = paced(4);
+    p.run_until_with(ms(2_000), &mut feed);
+    // A byte about 10 ms ahead of what was written so far.
+    let dsn = p.server_received.len() as u64 + 5_000;
+    p.links[0].drop_dsn = Some((dsn, 2));
+    p.run_until_with(ms(4_000), &mut feed);
+    assert!(
+        p.links[0].drop_dsn.is_none(),
+        "both copies were sent and dropped"
+    );
+    let id = p.client.paths().find(|i| i.local == AddrId(0)).unwrap().id;
+    let lost_again = p.client.path(id).unwrap().stats.lost_retransmissions;
+    (p.max_server_gap(ms(1_900), ms(4_000)), lost_again)
+}
+
+#[test]
+fn a_retransmission_lost_again_goes_over_an_idle_path_not_after_the_rto() {
+    let (gap, found) = lost_retransmission_gap(false);
+    let (backup_gap, backup_found) = lost_retransmission_gap(true);
+    eprintln!("longest gap: {gap:?} with an idle active path, {backup_gap:?} with a backup");
+    // Found about a round trip after the retransmission (a packet sent after it was
+    // acknowledged), and sent over the idle path: one RTT of the fast path and one way on the
+    // other, well under the fast path's RTO (≥ 200 ms).
+    assert_eq!(found, 1);
+    assert!(gap < Duration::from_millis(100), "gap {gap:?}");
+    // A backup gets no copy while the path works: the bytes wait for the path's own RTO.
+    assert_eq!(backup_found, 1);
+    assert!(
+        backup_gap > Duration::from_millis(200),
+        "gap {backup_gap:?}"
+    );
+}

@@ -829,12 +829,17 @@ impl Connection {
         let from = p.id;
         let (data, ctrl) = p.take_for_reinjection(speculative);
         p.stats.reinjected_from += data.len() as u64;
+        self.queue_reinjections(data, from);
+        self.requeue_ctrl(ctrl, from);
+    }
+
+    /// Queues data taken from path `from` for the other paths, unless already acknowledged.
+    fn queue_reinjections(&mut self, data: Vec<DataRef>, from: PathId) {
         for d in data {
             if !self.send.range_acked(d.dsn, u64::from(d.len), d.fin) {
                 self.reinject_queue.push_back(Reinjection { data: d, from });
             }
         }
-        self.requeue_ctrl(ctrl, from);
     }
 
     fn requeue_ctrl(&mut self, ctrl: Vec<Ctrl>, gone: PathId) {
@@ -868,12 +873,7 @@ impl Connection {
         ctrl.extend(p.drain_ctrl());
         // Whatever the policy, data outstanding on a closed path must go elsewhere.
         p.stats.reinjected_from += data.len() as u64;
-        for d in data {
-            if !self.send.range_acked(d.dsn, u64::from(d.len), d.fin) {
-                self.reinject_queue
-                    .push_back(Reinjection { data: d, from: id });
-            }
-        }
+        self.queue_reinjections(data, id);
         self.requeue_ctrl(ctrl, id);
         if notify_peer && p.is_established() {
             self.ctrl_queue

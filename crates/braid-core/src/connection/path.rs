@@ -172,6 +172,8 @@ pub(crate) struct AckOutcome {
     pub newly_lost: u64,
     /// Whether the peer now has the PATH_OPEN.
     pub open_acked: bool,
+    /// Retransmissions found lost again (see [`Path::lost_retransmissions`]).
+    pub lost_again: Vec<u64>,
 }
 
 #[derive(Debug)]
@@ -222,6 +224,10 @@ pub(crate) struct Path {
     sacked: RangeSet,
     /// Packets below were already checked for DupThresh loss.
     loss_floor: u64,
+    /// Retransmitted packets still outstanding, in retransmission order, each with the path's
+    /// next sequence number when it went out: packets from there on were sent after it (see
+    /// `lost_retransmissions`).
+    retransmitted: VecDeque<(u64, u64)>,
     pub probe: Option<Probe>,
     /// A recovery episode began: its first lost packet goes out at once, whatever the window
     /// (RFC 6675 §5 step 4.3).
@@ -289,6 +295,7 @@ impl Path {
             lost: VecDeque::new(),
             sacked: RangeSet::new(),
             loss_floor: 0,
+            retransmitted: VecDeque::new(),
             probe: None,
             fast_retransmit: false,
             tlp_high: None,
@@ -442,6 +449,7 @@ impl Path {
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += u64::from(size);
         self.stats.retransmissions += 1;
+        self.retransmitted.push_back((seq, self.next_seq));
         self.after_send(now, cfg);
     }
 
@@ -607,6 +615,7 @@ impl Path {
             self.stats.duplicate_acks += 1;
         }
         out.newly_lost = self.detect_losses(now);
+        out.lost_again = self.lost_retransmissions(now);
         if self.recovery_point.is_some_and(|rp| self.base_seq >= rp) {
             self.recovery_point = None;
         }
@@ -632,17 +641,7 @@ impl Path {
     /// RFC 6675 IsLost(): a packet with DupThresh selectively acknowledged packets above it is
     /// lost. Each packet is examined once (`loss_floor` only moves up).
     fn detect_losses(&mut self, now: Instant) -> u64 {
-        // Sequence number below which DupThresh packets are acknowledged.
-        let mut count = 0;
-        let mut threshold = None;
-        for (s, e) in self.sacked.iter().rev() {
-            if count + (e - s) >= DUP_THRESH {
-                threshold = Some(e - (DUP_THRESH - count));
-                break;
-            }
-            count += e - s;
-        }
-        let Some(threshold) = threshold else {
+        let Some(threshold) = self.dup_thresh_point() else {
             return 0;
         };
         let mut newly = 0;
@@ -676,6 +675,66 @@ impl Path {
             self.set_timer(PathTimer::Pto, None);
         }
         newly
+    }
+
+    /// The sequence number with DupThresh selectively acknowledged packets at or above it.
+    fn dup_thresh_point(&self) -> Option<u64> {
+        let mut count = 0;
+        for (s, e) in self.sacked.iter().rev() {
+            if count + (e - s) >= DUP_THRESH {
+                return Some(e - (DUP_THRESH - count));
+            }
+            count += e - s;
+        }
+        None
+    }
+
+    /// Retransmissions lost again, found as RFC 8985 (RACK) finds losses: a packet sent after
+    /// one was acknowledged selectively, and the retransmission has been out for the round
+    /// trip of the latest acknowledged packet plus a reordering window (a quarter of the
+    /// minimum RTT) without being acknowledged. DupThresh on sequence numbers cannot see this:
+    /// a retransmission keeps its old sequence number. The path's own recovery is left as it
+    /// is (its RTO still covers them); the connection may send their data over another path
+    /// as well ([`Path::take_for_copy`]).
+    fn lost_retransmissions(&mut self, now: Instant) -> Vec<u64> {
+        let mut found = Vec::new();
+        let Some(highest_sacked) = self.sacked.iter().next_back().map(|(_, e)| e - 1) else {
+            return found;
+        };
+        let wait = self.rtt.latest() + self.rtt.min() / 4;
+        while let Some(&(seq, fence)) = self.retransmitted.front() {
+            let sent = match self.packet(seq) {
+                Some(p) if p.state == SentState::Outstanding => p.time,
+                _ => {
+                    self.retransmitted.pop_front();
+                    continue;
+                }
+            };
+            // Retransmissions are queued in send order: if this one is not lost yet, no later
+            // one is.
+            if highest_sacked < fence || now.saturating_since(sent) < wait {
+                break;
+            }
+            self.retransmitted.pop_front();
+            self.stats.lost_retransmissions += 1;
+            found.push(seq);
+        }
+        found
+    }
+
+    /// The data of these packets that is not queued for other paths yet, now marked as queued.
+    pub fn take_for_copy(&mut self, seqs: &[u64]) -> Vec<DataRef> {
+        let mut data = Vec::new();
+        for &seq in seqs {
+            if let Some(p) = self.packet_mut(seq)
+                && !p.reinjected
+                && let Some(d) = p.data
+            {
+                p.reinjected = true;
+                data.push(d);
+            }
+        }
+        data
     }
 
     /// RTO expiry: every outstanding packet is lost, the window collapses, the RTO backs off.

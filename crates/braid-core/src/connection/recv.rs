@@ -289,8 +289,32 @@ impl Connection {
         if out.open_acked && !p.is_established() {
             self.on_path_established(idx);
         }
+        if !out.lost_again.is_empty() && self.idle_path_besides(idx) {
+            let p = &mut self.paths[idx];
+            let data = p.take_for_copy(&out.lost_again);
+            p.stats.reinjected_from += data.len() as u64;
+            let from = p.id;
+            self.queue_reinjections(data, from);
+        }
         // Seed 002 §III: the reinjection timer restarts on every ACK, duplicates included.
         self.update_reinject_timer(idx);
+    }
+
+    /// Whether a path other than `idx` can take a retransmission lost again on `idx`: not a
+    /// backup, room in its window and no standing queue (its smoothed RTT at most twice its
+    /// minimum). It delivers the bytes in about its round trip, where `idx` would wait for its
+    /// RTO. A path with a backlog gets no copy (it would queue behind it, and on a slow path a
+    /// copy there delays the stream further); `idx`'s own RTO then recovers them as before.
+    fn idle_path_besides(&self, idx: usize) -> bool {
+        let mss = self.cfg.max_datagram_size as u64;
+        let from = self.paths[idx].id;
+        self.paths.iter().any(|p| {
+            p.id != from
+                && p.is_usable()
+                && !p.backup
+                && p.has_room(mss)
+                && p.rtt.srtt() <= p.rtt.min() * 2
+        })
     }
 
     fn on_path_established(&mut self, idx: usize) {

@@ -25,6 +25,8 @@ pub struct Link {
     pub rate: u64,
     /// Drop-tail queue, as the longest queueing delay it holds (rate-limited links only).
     pub max_queue: Duration,
+    /// Drop the next `n` datagrams towards the server that carry stream byte `dsn`: (dsn, n).
+    pub drop_dsn: Option<(u64, u32)>,
     busy_until: [Instant; 2],
 }
 
@@ -38,6 +40,7 @@ impl Link {
             jitter: Duration::ZERO,
             rate: 0,
             max_queue: Duration::from_millis(100),
+            drop_dsn: None,
             busy_until: [Instant::ZERO; 2],
         }
     }
@@ -142,6 +145,13 @@ impl Pair {
                 trace_datagram(self.now, to_server, "send", &buf);
                 let link_idx = t.local.0 as usize;
                 let link = &mut self.links[link_idx];
+                if to_server
+                    && let Some((dsn, n)) = link.drop_dsn
+                    && carries(&buf, dsn)
+                {
+                    link.drop_dsn = (n > 1).then_some((dsn, n - 1));
+                    continue;
+                }
                 if !link.up || (link.loss > 0.0 && self.rng.random::<f64>() < link.loss) {
                     continue;
                 }
@@ -312,6 +322,16 @@ impl Pair {
 }
 
 /// With BRAID_TRACE_DSN=N set, prints every datagram whose DATA covers stream byte N.
+/// Whether a datagram carries stream byte `dsn` in a DATA frame.
+fn carries(d: &[u8], dsn: u64) -> bool {
+    braid_core::wire::parse(d).is_ok_and(|(_, frames)| {
+        frames.iter().any(|f| {
+            matches!(f, braid_core::wire::Frame::Data { dsn: s, payload, .. }
+                if *s <= dsn && dsn < *s + payload.len() as u64)
+        })
+    })
+}
+
 fn trace_datagram(now: Instant, to_server: bool, what: &str, d: &[u8]) {
     let Some(dsn) = std::env::var("BRAID_TRACE_DSN")
         .ok()
