@@ -698,21 +698,20 @@ impl Path {
     /// as well ([`Path::take_for_copy`]).
     fn lost_retransmissions(&mut self, now: Instant) -> Vec<u64> {
         let mut found = Vec::new();
-        let Some(highest_sacked) = self.sacked.iter().next_back().map(|(_, e)| e - 1) else {
-            return found;
-        };
+        let highest_sacked = self.sacked.iter().next_back().map(|(_, e)| e - 1);
         let wait = self.rtt.latest() + self.rtt.min() / 4;
         while let Some(&(seq, fence)) = self.retransmitted.front() {
             let sent = match self.packet(seq) {
                 Some(p) if p.state == SentState::Outstanding => p.time,
                 _ => {
+                    // Acknowledged, or lost and queued again: no longer watched.
                     self.retransmitted.pop_front();
                     continue;
                 }
             };
             // Retransmissions are queued in send order: if this one is not lost yet, no later
             // one is.
-            if highest_sacked < fence || now.saturating_since(sent) < wait {
+            if highest_sacked.is_none_or(|h| h < fence) || now.saturating_since(sent) < wait {
                 break;
             }
             self.retransmitted.pop_front();
