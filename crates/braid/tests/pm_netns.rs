@@ -272,17 +272,21 @@ fn bad_signal_input_is_counted_and_skipped() {
     d.raw_signal("{\"iface\":\"c1\"}");
     d.rssi("nosuch0", -60.0);
     d.rssi("c1", -61.0);
+    // Every line sent has been read once the good sample (the last) is in: the counters are
+    // only final then (waiting on the counters alone raced with that sample).
+    let c1 = |s: &serde_json::Value| {
+        s["ifaces"]
+            .as_array()
+            .and_then(|a| a.iter().find(|i| i["name"] == "c1"))
+            .cloned()
+            .unwrap_or_default()
+    };
     let s = d.wait("the samples", Duration::from_secs(5), |s| {
-        s["signal"]["bad_lines"] == 3 && s["signal"]["unknown_iface"] == 1
+        c1(s)["samples"] == 1
     });
-    let c1 = s["ifaces"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["name"] == "c1")
-        .unwrap();
-    assert_eq!(c1["rssi_dbm"], -61.0);
-    assert_eq!(c1["samples"], 1);
+    assert_eq!(s["signal"]["bad_lines"], 3, "{s:#}");
+    assert_eq!(s["signal"]["unknown_iface"], 1, "{s:#}");
+    assert_eq!(c1(&s)["rssi_dbm"], -61.0);
     // The table form names the interfaces and counters.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_braid"))
         .args(["pm", "status", "--control"])

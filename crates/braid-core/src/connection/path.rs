@@ -225,9 +225,10 @@ pub(crate) struct Path {
     /// Packets below were already checked for DupThresh loss.
     loss_floor: u64,
     /// Retransmitted packets still outstanding, in retransmission order, each with the path's
-    /// next sequence number when it went out: packets from there on were sent after it (see
-    /// `lost_retransmissions`).
-    retransmitted: VecDeque<(u64, u64)>,
+    /// next sequence number when it went out (packets from there on were sent after it) and its
+    /// send time (an entry whose packet went out again since is stale); see
+    /// `lost_retransmissions`.
+    retransmitted: VecDeque<(u64, u64, Instant)>,
     pub probe: Option<Probe>,
     /// A recovery episode began: its first lost packet goes out at once, whatever the window
     /// (RFC 6675 §5 step 4.3).
@@ -449,7 +450,7 @@ impl Path {
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += u64::from(size);
         self.stats.retransmissions += 1;
-        self.retransmitted.push_back((seq, self.next_seq));
+        self.retransmitted.push_back((seq, self.next_seq, now));
         self.after_send(now, cfg);
     }
 
@@ -700,15 +701,16 @@ impl Path {
         let mut found = Vec::new();
         let highest_sacked = self.sacked.iter().next_back().map(|(_, e)| e - 1);
         let wait = self.rtt.latest() + self.rtt.min() / 4;
-        while let Some(&(seq, fence)) = self.retransmitted.front() {
-            let sent = match self.packet(seq) {
-                Some(p) if p.state == SentState::Outstanding => p.time,
-                _ => {
-                    // Acknowledged, or lost and queued again: no longer watched.
-                    self.retransmitted.pop_front();
-                    continue;
-                }
-            };
+        while let Some(&(seq, fence, sent)) = self.retransmitted.front() {
+            if !self
+                .packet(seq)
+                .is_some_and(|p| p.state == SentState::Outstanding && p.time == sent)
+            {
+                // Acknowledged, lost and queued again, or sent again since (a later entry
+                // watches that send): no longer watched here.
+                self.retransmitted.pop_front();
+                continue;
+            }
             // Retransmissions are queued in send order: if this one is not lost yet, no later
             // one is.
             if highest_sacked.is_none_or(|h| h < fence) || now.saturating_since(sent) < wait {
