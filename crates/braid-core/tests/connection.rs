@@ -87,6 +87,15 @@ fn two_paths_aggregate_capacity() {
     assert!(per_path.iter().all(|&b| b > 2_000_000), "{per_path:?}");
 }
 
+/// A 27 Mbit/s, 8 ms path and a 20 Mbit/s, 25 ms one (802.11p and LTE in seed 000's E7), the
+/// second a backup or not, both open.
+fn fast_and_slow_pair(slow_is_backup: bool) -> Pair {
+    let links = vec![Link::new(8).rate_mbit(27), Link::new(25).rate_mbit(20)];
+    let mut p = Pair::new(Config::default(), links, 1);
+    p.open_all(&[false, slow_is_backup]);
+    p
+}
+
 /// Feeds the client's stream at `mbit` Mbit/s in 1400-byte writes.
 fn paced(mbit: u64) -> impl FnMut(&mut Pair) {
     let chunk = vec![3u8; 1400];
@@ -592,9 +601,7 @@ fn clearing_the_duplicate_flag_stops_the_copies() {
 /// flag, and with `reinject` also `reinject_path`. Returns the longest gap at the server around
 /// it and the client's count of reinjection requests received.
 fn demotion_gap(reinject: bool) -> (Duration, u64) {
-    let links = vec![Link::new(8).rate_mbit(27), Link::new(25).rate_mbit(20)];
-    let mut p = Pair::new(Config::default(), links, 1);
-    p.open_all(&[false, false]);
+    let mut p = fast_and_slow_pair(false);
     let mut feed = paced(4);
     p.run_until_with(ms(2_000), &mut feed);
     let id = p.server.paths().find(|i| i.local == AddrId(0)).unwrap().id;
@@ -635,9 +642,7 @@ fn reinject_path_resends_what_a_demoted_path_had_in_flight() {
 /// Returns the longest gap in what the receiver reads, the sender's view of the watch flag, and
 /// the packets the sender reinjected while the link was still fine.
 fn silent_drop_gap(watch: bool) -> (Duration, bool, u64) {
-    let links = vec![Link::new(8).rate_mbit(27), Link::new(25).rate_mbit(20)];
-    let mut p = Pair::new(Config::default(), links, 1);
-    p.open_all(&[false, false]);
+    let mut p = fast_and_slow_pair(false);
     let mut feed = paced(4);
     p.run_until_with(ms(500), &mut feed);
     let id = p.server.paths().find(|i| i.local == AddrId(0)).unwrap().id;
@@ -679,9 +684,7 @@ fn a_watched_path_that_falls_silent_has_its_tail_resent_within_about_an_rtt() {
 /// and active, or a backup. Returns the longest gap in what the receiver reads and the sender's
 /// count of retransmissions found lost again on the fast path.
 fn lost_retransmission_gap(other_is_backup: bool) -> (Duration, u64) {
-    let links = vec![Link::new(8).rate_mbit(27), Link::new(25).rate_mbit(20)];
-    let mut p = Pair::new(Config::default(), links, 1);
-    p.open_all(&[false, other_is_backup]);
+    let mut p = fast_and_slow_pair(other_is_backup);
     let mut feed = paced(4);
     p.run_until_with(ms(2_000), &mut feed);
     // A byte about 10 ms ahead of what was written so far.

@@ -699,6 +699,9 @@ impl Path {
     /// as well ([`Path::take_for_copy`]).
     fn lost_retransmissions(&mut self, now: Instant) -> Vec<u64> {
         let mut found = Vec::new();
+        if self.retransmitted.is_empty() {
+            return found;
+        }
         let highest_sacked = self.sacked.iter().next_back().map(|(_, e)| e - 1);
         let wait = self.rtt.latest() + self.rtt.min() / 4;
         while let Some(&(seq, fence, sent)) = self.retransmitted.front() {

@@ -433,23 +433,7 @@ fn handover_end(r: &RunRecord, bytes: u64, t: Duration) -> Duration {
 /// The longest interval without delivery that ends after `t` and begins before `to`, up to
 /// `to`: the interruption the application sees at the event.
 fn outage(r: &RunRecord, t: Duration, to: Duration) -> f64 {
-    let (t, to) = (t.as_micros() as u64, to.as_micros() as u64);
-    let start = r.deliveries.partition_point(|(d, _)| *d < t);
-    let mut prev = if start > 0 {
-        r.deliveries[start - 1].0
-    } else {
-        t
-    };
-    let mut gap = 0;
-    for &(d, _) in &r.deliveries[start..] {
-        if d > to {
-            break;
-        }
-        gap = gap.max(d - prev);
-        prev = d;
-    }
-    gap = gap.max(to.saturating_sub(prev));
-    gap as f64 / 1e3
+    max_gap(r, t, to)
 }
 
 fn reinjection_rate(r: &RunRecord, from: Duration, to: Duration) -> f64 {
