@@ -300,18 +300,26 @@ impl Connection {
         self.update_reinject_timer(idx);
     }
 
-    /// Whether a path other than `idx` can take a retransmission lost again on `idx`: not a
-    /// backup, room in its window and no standing queue (its smoothed RTT at most twice its
-    /// minimum). It delivers the bytes in about its round trip, where `idx` would wait for its
-    /// RTO. A path with a backlog gets no copy (it would queue behind it, and on a slow path a
-    /// copy there delays the stream further); `idx`'s own RTO then recovers them as before.
+    /// Whether a path other than `idx` can take a retransmission lost again on `idx`: room in
+    /// its window and no standing queue (its smoothed RTT at most twice its minimum), and not a
+    /// backup unless `idx` is the connection's only active path (a backup takes the stream's
+    /// data only when no active path can, and here the one active path lost the same packet
+    /// twice; as the Linux scheduler sends its retransmissions on a backup subflow when the
+    /// active ones make no progress). It delivers the bytes in about its round trip, where
+    /// `idx` would wait for its RTO. A path with a backlog gets no copy (it would queue behind
+    /// it, and on a slow path a copy there delays the stream further); `idx`'s own RTO then
+    /// recovers them as before.
     fn idle_path_besides(&self, idx: usize) -> bool {
         let mss = self.cfg.max_datagram_size as u64;
         let from = self.paths[idx].id;
+        let lone = !self
+            .paths
+            .iter()
+            .any(|p| p.id != from && p.is_usable() && !p.backup);
         self.paths.iter().any(|p| {
             p.id != from
                 && p.is_usable()
-                && !p.backup
+                && (!p.backup || lone)
                 && p.has_room(mss)
                 && p.rtt.srtt() <= p.rtt.min() * 2
         })
