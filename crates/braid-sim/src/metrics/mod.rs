@@ -158,10 +158,11 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
         out.entry("max_gap_ms".into())
             .or_default()
             .push(max_gap(r, from, to));
+        // The outage: the longest gap from the event until the bytes sent before it are in.
         let done = handover_end(r, e.sent_before, e.t).min(to);
         out.entry("outage_ms".into())
             .or_default()
-            .push(outage(r, e.t, done));
+            .push(max_gap(r, e.t, done));
         out.entry("reinjection_rate_pct".into())
             .or_default()
             .push(reinjection_rate(r, e.since.max(warm), to));
@@ -428,12 +429,6 @@ fn handover_end(r: &RunRecord, bytes: u64, t: Duration) -> Duration {
         }
     }
     r.duration
-}
-
-/// The longest interval without delivery that ends after `t` and begins before `to`, up to
-/// `to`: the interruption the application sees at the event.
-fn outage(r: &RunRecord, t: Duration, to: Duration) -> f64 {
-    max_gap(r, t, to)
 }
 
 fn reinjection_rate(r: &RunRecord, from: Duration, to: Duration) -> f64 {
