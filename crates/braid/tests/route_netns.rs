@@ -249,11 +249,20 @@ fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
     }
     m.set_loss(1, 3, RAMP[2].1).unwrap();
     std::thread::sleep(Duration::from_secs(RAMP[2].0 - 1));
-    let (via_m3, via_m4) = {
+    // The last second before the cut. A subflow the kernel's scheduler left idle for that
+    // second (once in CI: 180 B/s through M3 and through M4 alike) says nothing about its
+    // route: then the fade's last step lasts a second longer and the next second is sampled,
+    // up to two more times.
+    let mut via = (0, 0);
+    for _ in 0..3 {
         let (a3, a4) = (m.tx_bytes(1, 2, 3), m.tx_bytes(1, 2, 4));
         std::thread::sleep(Duration::from_secs(1));
-        (m.tx_bytes(1, 2, 3) - a3, m.tx_bytes(1, 2, 4) - a4)
-    };
+        via = (m.tx_bytes(1, 2, 3) - a3, m.tx_bytes(1, 2, 4) - a4);
+        if via.0.max(via.1) > 50_000 {
+            break;
+        }
+    }
+    let (via_m3, via_m4) = via;
     let st1 = status(&m, 1, &routes);
     let follow = withdrawn(&m, &st1, 3);
     let follow3 = withdrawn(&m, &status(&m, 3, &routes), 1);
