@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::{RunRecord, Sample};
+use crate::record::{FlowRecord, RunRecord, Sample};
 use crate::units::Dur;
 
 mod catalogue;
@@ -54,12 +54,9 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
     let warm = r.app_start.max(m.warmup.0);
     let us = |d: Duration| d.as_micros() as u64;
     let end = r.duration;
-    // Until the application stops, if it does (a 180 s iperf in a longer run).
-    let until = r
-        .flows
-        .first()
-        .and_then(|f| f.stopped)
-        .map_or(end, |s| s.min(end));
+    // Until the application is done, if it is (a 180 s iperf in a longer run, a file that
+    // completed): the time after it is neither throughput's time nor a gap.
+    let until = r.flows.first().and_then(done).map_or(end, |s| s.min(end));
     let span = until.saturating_sub(warm).as_secs_f64().max(1e-9);
 
     // Throughput.
@@ -112,10 +109,10 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
     let events: Vec<_> = r
         .loss_events
         .iter()
-        .filter(|e| e.t >= warm && e.t + m.after.0 <= end)
+        .filter(|e| e.t >= warm && e.t < until && e.t + m.after.0 <= end)
         .collect();
     if events.is_empty() {
-        out.insert("max_gap_ms".into(), vec![max_gap(r, warm, end)]);
+        out.insert("max_gap_ms".into(), vec![max_gap(r, warm, until.max(warm))]);
         out.insert(
             "reinjection_rate_pct".into(),
             vec![reinjection_rate(r, warm, end)],
@@ -157,7 +154,7 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
         }
         out.entry("max_gap_ms".into())
             .or_default()
-            .push(max_gap(r, from, to));
+            .push(max_gap(r, from, to.min(until)));
         // The outage: the longest gap from the event until the bytes sent before it are in.
         let done = handover_end(r, e.sent_before, e.t).min(to);
         out.entry("outage_ms".into())
@@ -263,7 +260,7 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
                 vec![c.saturating_sub(f.start).as_secs_f64()],
             );
         }
-        let until = f.stopped.unwrap_or(end).min(end);
+        let until = done(f).unwrap_or(end).min(end);
         let span = until.saturating_sub(f.start).as_secs_f64();
         if span > 0.0 {
             out.insert(
@@ -394,6 +391,11 @@ impl<'a> CbrDelays<'a> {
 fn sample_at(r: &RunRecord, t: Duration) -> Option<&Sample> {
     let i = r.samples.partition_point(|s| s.t <= t);
     r.samples.get(i.saturating_sub(1))
+}
+
+/// When an application is done: it stopped, or its file completed.
+fn done(f: &FlowRecord) -> Option<Duration> {
+    f.stopped.or(f.completed)
 }
 
 /// Largest interval between consecutive deliveries within [from, to]; the last delivery
@@ -603,6 +605,40 @@ mod tests {
             "{:?}",
             out["max_gap_ms"]
         );
+    }
+
+    #[test]
+    fn the_time_after_the_application_is_done_is_neither_a_gap_nor_throughput_time() {
+        // A 2 MB file from 1 s, delivered every 10 ms until it completes at 3 s, in a 10 s
+        // run without events: 8 Mbit/s, gaps of 10 ms (not the 7 s after it completed).
+        let mut r = record();
+        r.loss_events.clear();
+        r.deliveries = (100..=300).map(|i| (i * 10_000u64, 10_000)).collect();
+        let file = |name: &str| FlowRecord {
+            name: name.into(),
+            start: Duration::from_secs(1),
+            delivered: 2_000_000,
+            file_bytes: Some(2_000_000),
+            completed: Some(Duration::from_secs(3)),
+            ..FlowRecord::default()
+        };
+        r.flows = vec![file("main"), file("f")];
+        let m = MetricsSpec {
+            warmup: crate::units::Dur(Duration::ZERO),
+            ..MetricsSpec::default()
+        };
+        let out = compute(&r, &m);
+        assert!((out["max_gap_ms"][0] - 10.0).abs() < 1e-6, "{out:?}");
+        assert!((out["throughput_mbps"][0] - 8.04).abs() < 1e-6, "{out:?}");
+        assert!((out[&flow_key("f", "throughput_mbps")][0] - 8.0).abs() < 1e-6);
+        // A bulk transfer stopped at 3 s: the same; an event after it is not its event.
+        r.flows[0].file_bytes = None;
+        r.flows[0].completed = None;
+        r.flows[0].stopped = Some(Duration::from_secs(3));
+        r.loss_events = record().loss_events;
+        let out = compute(&r, &m);
+        assert_eq!(out["event_windows"], vec![0.0]);
+        assert!((out["max_gap_ms"][0] - 10.0).abs() < 1e-6, "{out:?}");
     }
 
     #[test]
