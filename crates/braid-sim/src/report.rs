@@ -116,7 +116,7 @@ fn rows(r: &PlanResult) -> (Vec<String>, Vec<Row>) {
 /// The statistics line under the table.
 fn footnote(r: &PlanResult) -> String {
     format!(
-        "median [q1–q3] (n=: mean over n values) over {} run(s) per variant (seeds {}..{}), event metrics pooled over loss events; {:.0} s simulated per run, {:.1} s wall",
+        "median [q1–q3] (n=: mean over n values) over {} run(s) per variant (seeds {}..{}), event metrics pooled over loss events; {:.0} s of scenario time per run, {:.1} s wall",
         r.repetitions,
         r.seed,
         r.seed + u64::from(r.repetitions) - 1,

@@ -210,7 +210,7 @@ fn index(r: &PlanResult, figs: &[Figure]) -> String {
          tr.paper td{{color:#b22;font-style:italic}}caption{{caption-side:bottom;text-align:left;\
          font-size:.85em;color:#444;padding-top:.4em}}</style></head><body>\n\
          <h1>{name}</h1>\n<p>{desc}</p>\n<p>{file}: {reps} repetition(s) per variant from seed \
-         {seed}, {dur:.0} s simulated per run.</p>\n",
+         {seed}, {dur:.0} s of scenario time per run.</p>\n",
         name = html_escape(&r.scenario),
         desc = html_escape(&r.description),
         file = html_escape(&r.file),
