@@ -142,7 +142,7 @@ pub const METRICS: &[MetricDef] = &[
         unit: "kB",
         experiments: "",
         per: Per::Run,
-        about: "mean sampled reorder-buffer occupancy",
+        about: "mean sampled reorder-buffer occupancy after warmup, until the application stops or its file completes",
         shown: Shown::Median,
     },
     MetricDef {

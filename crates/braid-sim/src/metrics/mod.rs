@@ -212,7 +212,7 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
     let ofo: Vec<f64> = r
         .samples
         .iter()
-        .filter(|s| s.t >= warm)
+        .filter(|s| s.t >= warm && s.t <= until)
         .map(|s| s.ofo_bytes as f64)
         .collect();
     if !ofo.is_empty() {
@@ -608,7 +608,7 @@ mod tests {
     }
 
     #[test]
-    fn the_time_after_the_application_is_done_is_neither_a_gap_nor_throughput_time() {
+    fn the_time_after_the_application_is_done_is_neither_a_gap_nor_throughput_time_nor_sampled() {
         // A 2 MB file from 1 s, delivered every 10 ms until it completes at 3 s, in a 10 s
         // run without events: 8 Mbit/s, gaps of 10 ms (not the 7 s after it completed).
         let mut r = record();
@@ -623,11 +623,20 @@ mod tests {
             ..FlowRecord::default()
         };
         r.flows = vec![file("main"), file("f")];
+        // 2 kB held for reordering while the file is under way, nothing after.
+        for s in &mut r.samples {
+            s.ofo_bytes = if s.t <= Duration::from_secs(3) {
+                2000
+            } else {
+                0
+            };
+        }
         let m = MetricsSpec {
             warmup: crate::units::Dur(Duration::ZERO),
             ..MetricsSpec::default()
         };
         let out = compute(&r, &m);
+        assert!((out["ofo_mean_kb"][0] - 2.0).abs() < 1e-9, "{out:?}");
         assert!((out["max_gap_ms"][0] - 10.0).abs() < 1e-6, "{out:?}");
         assert!((out["throughput_mbps"][0] - 8.04).abs() < 1e-6, "{out:?}");
         assert!((out[&flow_key("f", "throughput_mbps")][0] - 8.0).abs() < 1e-6);
