@@ -56,7 +56,11 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
     let end = r.duration;
     // Until the application is done, if it is (a 180 s iperf in a longer run, a file that
     // completed): the time after it is neither throughput's time nor a gap.
-    let until = r.flows.first().and_then(done).map_or(end, |s| s.min(end));
+    let until = r
+        .flows
+        .first()
+        .and_then(finished_at)
+        .map_or(end, |s| s.min(end));
     let span = until.saturating_sub(warm).as_secs_f64().max(1e-9);
 
     // Throughput.
@@ -260,7 +264,7 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
                 vec![c.saturating_sub(f.start).as_secs_f64()],
             );
         }
-        let until = done(f).unwrap_or(end).min(end);
+        let until = finished_at(f).unwrap_or(end).min(end);
         let span = until.saturating_sub(f.start).as_secs_f64();
         if span > 0.0 {
             out.insert(
@@ -394,7 +398,7 @@ fn sample_at(r: &RunRecord, t: Duration) -> Option<&Sample> {
 }
 
 /// When an application is done: it stopped, or its file completed.
-fn done(f: &FlowRecord) -> Option<Duration> {
+fn finished_at(f: &FlowRecord) -> Option<Duration> {
     f.stopped.or(f.completed)
 }
 
