@@ -225,18 +225,20 @@ impl Direction {
             start = start.max(**m);
         }
         let frame_ns = self.spec.frame_time.as_nanos() as u64;
+        // Saturating: a backlog on a very slow link (the bounds' copy of a link has no queue
+        // limit) departs "never" rather than overflowing the clock.
         let mut depart = start;
         for k in 0..attempts {
             if k > 0 {
                 let backoff = self.spec.retry_backoff.as_nanos() as u64;
-                depart += backoff << (k - 1).min(5);
+                depart = depart.saturating_add(backoff << (k - 1).min(5));
             }
             depart = match &self.spec.capacity {
-                Capacity::Rate(bps) => {
-                    depart + frame_ns + (f64::from(wire) * 8.0 * 1e9 / bps).ceil() as u64
-                }
+                Capacity::Rate(bps) => depart
+                    .saturating_add(frame_ns)
+                    .saturating_add((f64::from(wire) * 8.0 * 1e9 / bps).ceil() as u64),
                 Capacity::Trace(trace) => {
-                    self.trace_departure(trace.clone(), depart + frame_ns, wire)
+                    self.trace_departure(trace.clone(), depart.saturating_add(frame_ns), wire)
                 }
             };
         }
@@ -255,7 +257,8 @@ impl Direction {
         self.stats.sent += 1;
         self.stats.bytes += u64::from(wire);
         let mut arrival = Instant::from_micros(depart.div_ceil(1000)) + self.spec.delay;
-        if !self.spec.jitter.is_zero() {
+        // The jitter is drawn in whole microseconds: a sub-microsecond jitter is none.
+        if self.spec.jitter.as_micros() > 0 {
             arrival += Duration::from_micros(self.next_jitter(now, rng));
         }
         if !self.spec.reorder {
@@ -303,11 +306,16 @@ impl Direction {
         let wire = size as u32 + self.spec.overhead;
         let start_ns = now.micros() * 1000 + self.spec.frame_time.as_nanos() as u64;
         let depart = match &self.spec.capacity {
-            Capacity::Rate(bps) => start_ns + (f64::from(wire) * 8.0 * 1e9 / bps).ceil() as u64,
+            Capacity::Rate(bps) => {
+                start_ns.saturating_add((f64::from(wire) * 8.0 * 1e9 / bps).ceil() as u64)
+            }
             Capacity::Trace(trace) => {
                 let first = trace.first_at_or_after(start_ns.div_ceil(1_000_000));
                 let more = u64::from(wire.div_ceil(OPPORTUNITY_BYTES).max(1) - 1);
-                (trace.time_ms(first + more) * 1_000_000).max(start_ns)
+                trace
+                    .time_ms(first + more)
+                    .saturating_mul(1_000_000)
+                    .max(start_ns)
             }
         };
         Some(Instant::from_micros(depart.div_ceil(1000)) + self.spec.delay)
@@ -369,7 +377,7 @@ impl Direction {
             remaining -= take;
             self.trace_left -= take;
             if remaining == 0 {
-                let t = trace.time_ms(self.trace_next) * 1_000_000;
+                let t = trace.time_ms(self.trace_next).saturating_mul(1_000_000);
                 if self.trace_left == 0 {
                     self.trace_next += 1;
                 }
@@ -434,6 +442,28 @@ mod tests {
         );
         d.set_up(now, false);
         assert_eq!(d.earliest_arrival(now, 100), None);
+    }
+
+    /// A backlog that would outlast the clock (1 bit/s, no queue limit, as the bounds' copy
+    /// of a link has): its packets depart "never", in order, without overflow.
+    #[test]
+    fn a_backlog_beyond_the_clock_saturates() {
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        let slow_trace = Trace::parse(&format!("{}\n", crate::trace::MAX_TRACE_MS)).unwrap();
+        for cap in [Capacity::Rate(1.0), Capacity::Trace(slow_trace)] {
+            let mut d = Direction::new(DirSpec {
+                queue: QueueLimit::Packets(u32::MAX),
+                ..spec(cap)
+            });
+            let mut last = Instant::ZERO;
+            for _ in 0..2_000_000 {
+                let at = d.send(Instant::ZERO, 1500, &mut rng).unwrap();
+                assert!(at >= last);
+                last = at;
+            }
+            assert!(last.micros() > u64::MAX / 1000 / 2, "{last:?}");
+            assert!(d.earliest_arrival(Instant::ZERO, 1500).is_some());
+        }
     }
 
     #[test]

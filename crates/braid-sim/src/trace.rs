@@ -8,6 +8,10 @@ use std::sync::Arc;
 /// Bytes one delivery opportunity carries (Mahimahi counts 1504).
 pub const OPPORTUNITY_BYTES: u32 = 1504;
 
+/// The latest opportunity a trace may give, in ms (about 115 days; its times are counted in
+/// nanoseconds across repetitions).
+pub const MAX_TRACE_MS: u64 = 10_000_000_000;
+
 /// A parsed trace: sorted opportunity times in ms, and the period after which it repeats.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trace {
@@ -37,6 +41,12 @@ impl Trace {
                     i + 1
                 )
             })?;
+            if t > MAX_TRACE_MS {
+                return Err(format!(
+                    "line {}: time {t} ms beyond the longest trace ({MAX_TRACE_MS} ms)",
+                    i + 1
+                ));
+            }
             if t < last {
                 return Err(format!(
                     "line {}: time {t} ms goes backwards (previous {last} ms)",
@@ -59,7 +69,10 @@ impl Trace {
     /// Time in ms of opportunity `k` counting across repetitions.
     pub fn time_ms(&self, k: u64) -> u64 {
         let n = self.opportunities.len() as u64;
-        (k / n) * self.period_ms + self.opportunities[(k % n) as usize]
+        // Saturating: "never" for a backlog that would outlast the clock.
+        (k / n)
+            .saturating_mul(self.period_ms)
+            .saturating_add(self.opportunities[(k % n) as usize])
     }
 
     /// Mean capacity in bit/s.
@@ -75,7 +88,7 @@ impl Trace {
         let within = t_ms % self.period_ms;
         let i = self.opportunities.partition_point(|&o| o < within) as u64;
         // An opportunity at time `period` belongs to this repetition's end.
-        rep * n + i
+        rep.saturating_mul(n).saturating_add(i)
     }
 }
 
@@ -101,6 +114,39 @@ mod tests {
         assert!(Trace::parse("1\nx\n").unwrap_err().contains("line 2"));
         assert!(Trace::parse("5\n3\n").unwrap_err().contains("backwards"));
         assert!(Trace::parse("\n").unwrap_err().contains("no delivery"));
+        // Times whose nanoseconds would overflow the clock across repetitions.
+        let e = Trace::parse("1\n18446744073709551615\n").unwrap_err();
+        assert!(e.starts_with("line 2:") && e.contains("beyond"), "{e}");
+    }
+
+    use proptest::strategy::Strategy as _;
+
+    proptest::proptest! {
+        /// Any text: a one-line error or a trace whose every opportunity time, across many
+        /// repetitions, is computed without overflow and in order.
+        #[test]
+        fn arbitrary_text_is_a_trace_or_a_one_line_error(
+            lines in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::prelude::any::<u64>().prop_map(|v| v.to_string()),
+                    (0u64..100_000).prop_map(|v| v.to_string()),
+                    "\\PC{0,12}",
+                ],
+                0..20,
+            ),
+            k in 0u64..1_000_000,
+        ) {
+            match Trace::parse(&lines.join("\n")) {
+                Ok(t) => {
+                    let ns = t.time_ms(k).checked_mul(1_000_000);
+                    proptest::prop_assert!(ns.is_some());
+                    proptest::prop_assert!(t.time_ms(k) <= t.time_ms(k + 1));
+                    let i = t.first_at_or_after(t.time_ms(k));
+                    proptest::prop_assert!(t.time_ms(i) >= t.time_ms(k));
+                }
+                Err(e) => proptest::prop_assert!(!e.contains('\n'), "{}", e),
+            }
+        }
     }
 
     #[test]
