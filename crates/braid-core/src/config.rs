@@ -85,6 +85,9 @@ impl Default for Config {
     }
 }
 
+/// The largest send or receive buffer [`Config::validate`] accepts.
+pub const MAX_BUFFER: u64 = 1 << 30;
+
 impl Config {
     /// Checks the parameters; the message names the field and what is allowed.
     pub fn validate(&self) -> Result<(), String> {
@@ -99,6 +102,17 @@ impl Config {
         }
         if self.receive_buffer < self.max_datagram_size as u64 {
             return Err("receive_buffer must hold at least one datagram".into());
+        }
+        // The buffers are held in memory: a mistyped size must not take the machine's.
+        for (name, size) in [
+            ("send_buffer", self.send_buffer),
+            ("receive_buffer", self.receive_buffer),
+        ] {
+            if size > MAX_BUFFER {
+                return Err(format!(
+                    "{name} {size} bytes out of range: allowed up to {MAX_BUFFER} (1 GiB)"
+                ));
+            }
         }
         if self.rto_min > self.rto_max {
             return Err("rto_min must not exceed rto_max".into());

@@ -69,8 +69,8 @@ impl Default for CapacityConfig {
 
 impl CapacityConfig {
     pub fn validate(&self) -> Result<(), String> {
-        if self.sample.is_zero() {
-            return Err("capacity sample interval must be positive".into());
+        if self.sample < Duration::from_millis(1) {
+            return Err("capacity sample interval must be at least 1 ms".into());
         }
         if self.demand_window < self.sample {
             return Err("capacity demand_window must be at least one sample interval".into());

@@ -235,8 +235,8 @@ impl Config {
             if h.window == 0 || h.window > 64 {
                 return Err("hmm window must be within 1..=64 observations".into());
             }
-            if h.interval.is_zero() {
-                return Err("hmm interval must be positive".into());
+            if h.interval < std::time::Duration::from_millis(1) {
+                return Err("hmm interval must be at least 1 ms".into());
             }
             if h.good_margin_db.partial_cmp(&h.bad_margin_db) != Some(std::cmp::Ordering::Greater) {
                 return Err("hmm good_margin_db must exceed bad_margin_db".into());

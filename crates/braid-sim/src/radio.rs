@@ -92,14 +92,32 @@ impl RadioSpec {
         if self.shadowing_db < 0.0 || self.decorrelation_m <= 0.0 {
             return Err("shadowing must be ≥ 0 dB with a positive decorrelation distance".into());
         }
-        if self.beacon.is_zero() {
-            return Err("beacon period must be positive".into());
+        if self.beacon < std::time::Duration::from_millis(1) {
+            return Err("beacon period must be at least 1 ms".into());
         }
         if self.cutoff_dbm > self.sensitivity_dbm {
             return Err("cutoff must not exceed the sensitivity".into());
         }
-        if self.rates.is_empty() || self.rates.iter().any(|r| r.1 <= 0.0) {
-            return Err("rates need at least one positive entry".into());
+        if [
+            self.tx_power_dbm,
+            self.ref_loss_db,
+            self.shadowing_db,
+            self.decorrelation_m,
+            self.sensitivity_dbm,
+            self.cutoff_dbm,
+        ]
+        .iter()
+        .any(|v| !v.is_finite())
+        {
+            return Err("radio parameters must be finite numbers".into());
+        }
+        if self.rates.is_empty()
+            || self
+                .rates
+                .iter()
+                .any(|r| !(r.1 >= 1.0 && r.1 <= 1e13 && r.0.is_finite()))
+        {
+            return Err("rates need at least one entry, each within 1 bit/s to 10 Tbit/s".into());
         }
         if self.coherence.is_some_and(|c| c.is_zero()) {
             return Err("coherence must be positive".into());

@@ -40,10 +40,28 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             ));
         }
     };
-    if secs > 1e9 {
+    if secs > MAX_SECS {
         return Err(format!("`{s}`: duration too large"));
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+/// The longest duration a scenario may give (about 31 years).
+const MAX_SECS: f64 = 1e9;
+/// The slowest and fastest rates a scenario may give (bit/s): a packet's serialisation time
+/// must stay a finite duration, and a packet time of zero would stall the clock.
+const RATE_RANGE: std::ops::RangeInclusive<f64> = 1.0..=1e13;
+
+fn rate_in_range(v: f64, shown: &str) -> Result<f64, String> {
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("`{shown}`: a rate must be positive"));
+    }
+    if !RATE_RANGE.contains(&v) {
+        return Err(format!(
+            "`{shown}`: out of range: allowed 1 bit/s to 10 Tbit/s"
+        ));
+    }
+    Ok(v)
 }
 
 pub fn parse_rate(s: &str) -> Result<f64, String> {
@@ -70,7 +88,7 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
             ));
         }
     };
-    Ok(v * mult)
+    rate_in_range(v * mult, s)
 }
 
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -159,21 +177,19 @@ string_or_number!(
     Dur,
     parse_duration,
     "a duration such as \"30ms\" or \"1.5s\" (a bare number means seconds)",
-    |v| if v >= 0.0 && v.is_finite() {
-        Ok(Dur(Duration::from_secs_f64(v)))
-    } else {
+    |v| if !(v >= 0.0 && v.is_finite()) {
         Err(format!("{v}: a duration must be zero or positive"))
+    } else if v > MAX_SECS {
+        Err(format!("{v}: duration too large"))
+    } else {
+        Ok(Dur(Duration::from_secs_f64(v)))
     }
 );
 string_or_number!(
     Rate,
     parse_rate,
     "a rate such as \"30Mbit\" (a bare number means bit/s)",
-    |v| if v > 0.0 && v.is_finite() {
-        Ok(Rate(v))
-    } else {
-        Err(format!("{v}: a rate must be positive"))
-    }
+    |v| rate_in_range(v, &v.to_string()).map(Rate)
 );
 string_or_number!(
     Size,
@@ -233,5 +249,45 @@ mod tests {
                 .contains("not a duration")
         );
         assert!(parse_size("3 apples").unwrap_err().contains("allowed"));
+    }
+
+    /// Values that parse as numbers but no clock or link can hold.
+    #[test]
+    fn out_of_range_numbers_are_errors() {
+        for bad in ["1e-300bit", "1e20Mbit", "20Tbit"] {
+            assert!(parse_rate(bad).is_err(), "{bad}");
+        }
+        assert!(parse_rate("1bit").is_ok() && parse_rate("10Gbit").is_ok());
+        let huge: Result<Dur, _> = toml::from_str::<toml::Table>("d = 1e300")
+            .unwrap()
+            .remove("d")
+            .unwrap()
+            .try_into();
+        assert!(huge.unwrap_err().to_string().contains("too large"));
+        let tiny: Result<Rate, _> = toml::from_str::<toml::Table>("r = 1e-300")
+            .unwrap()
+            .remove("r")
+            .unwrap()
+            .try_into();
+        assert!(tiny.unwrap_err().to_string().contains("out of range"));
+    }
+
+    proptest::proptest! {
+        /// Any text: a value in range or a one-line error.
+        #[test]
+        fn arbitrary_text_never_panics(s in "\\PC{0,24}", num in proptest::prelude::any::<f64>(), unit in "(us|ms|s|min|h|bit|kbit|Mbit|Gbit|B|KiB|MB|GB|)") {
+            let text = format!("{num}{unit}");
+            for t in [s.as_str(), text.as_str()] {
+                if let Ok(d) = parse_duration(t) {
+                    proptest::prop_assert!(d.as_secs_f64() <= MAX_SECS);
+                }
+                if let Ok(r) = parse_rate(t) {
+                    proptest::prop_assert!(RATE_RANGE.contains(&r));
+                }
+                for e in [parse_duration(t).err(), parse_rate(t).err(), parse_size(t).err()].into_iter().flatten() {
+                    proptest::prop_assert!(!e.contains('\n'));
+                }
+            }
+        }
     }
 }

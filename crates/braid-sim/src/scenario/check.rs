@@ -394,6 +394,18 @@ fn check_app(key: &str, app: &AppSpec, s: &Scenario) -> Result<(), CheckError> {
             if app.size.0 < 16 || app.size.0 > 65_000 {
                 return Err((k("size"), "a cbr message holds 16..=65000 bytes".into()));
             }
+            if let Some(b) = app.bitrate {
+                let per_s = b.0 / (app.size.0 as f64 * 8.0);
+                if !(per_s > 0.0 && per_s <= 1e6) {
+                    return Err((
+                        k("bitrate"),
+                        format!(
+                            "{} bit/s is {per_s} messages/s of {} bytes: allowed 0 < messages/s ≤ 1000000",
+                            b.0, app.size.0
+                        ),
+                    ));
+                }
+            }
         }
         AppKind::File => {
             if app.bytes.is_none_or(|b| b.0 == 0) {
@@ -658,6 +670,14 @@ fn build_config(c: &ConnectionSpec) -> Result<Config, CheckError> {
         )
     })?;
     let reinjection = policy.with_min_rttvar(c.rej_min_rttvar.0);
+    if let Some(every) = c.liveness_probe
+        && every.0 < Duration::from_millis(1)
+    {
+        return Err((
+            k("liveness_probe"),
+            "the probe interval must be at least 1 ms".into(),
+        ));
+    }
     let rto_formula = match c.rto_formula.as_str() {
         "linux" => RtoFormula::Linux,
         "rfc6298" => RtoFormula::Rfc6298,

@@ -98,6 +98,75 @@ fn wrong_types_and_impossible_values_are_explained() {
     assert!(e.contains("hedroom"), "{e}");
     let e = err(BASE, &["app.kind=\"cbr\""]);
     assert!(e.contains("app.rate"), "{e}");
+    // A bitrate whose messages would come closer than the clock's tick (it once spun at one
+    // instant).
+    for bitrate in ["\"20Gbit\"", "1099511627776"] {
+        let e = err(
+            BASE,
+            &["app.kind=\"cbr\"", &format!("app.bitrate={bitrate}")],
+        );
+        assert!(
+            e.contains("key `app.bitrate`") && e.contains("messages/s") && !e.contains('\n'),
+            "{bitrate}: {e}"
+        );
+    }
+    // A buffer is held in memory (100 GB once took the machine's).
+    for key in ["send_buffer", "receive_buffer"] {
+        let e = err(BASE, &[&format!("connection.{key}=\"100GB\"")]);
+        assert!(
+            e.contains(&format!("key `connection.{key}`")) && e.contains("1 GiB"),
+            "{e}"
+        );
+    }
+    // A jitter below the clock's microsecond is none (it once drew from an empty range).
+    let p = load(BASE, &["link.0.jitter=\"0.5us\""]).unwrap();
+    let r = crate::runner::run_one(&p, 0, 0, crate::runner::Records::None);
+    assert!(r.metrics["throughput_mbps"][0] > 0.0);
+}
+
+/// A period under a millisecond would keep the clock at one instant (a routing period of
+/// 0.4 µs ran for hours): refused, naming the key.
+#[test]
+fn periods_under_a_millisecond_are_refused() {
+    let e = err(BASE, &["connection.liveness_probe=\"0s\""]);
+    assert!(
+        e.contains("key `connection.liveness_probe`") && e.contains("1 ms"),
+        "{e}"
+    );
+    let e = err(
+        BASE,
+        &["pm.mode=\"cross-cap\"", "pm.capacity.sample=\"0.5ms\""],
+    );
+    assert!(
+        e.contains("key `pm.capacity`") && e.contains("at least 1 ms"),
+        "{e}"
+    );
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    for (file, set, want) in [
+        (
+            "e13-manet-homogeneous.toml",
+            "routing.period=\"0.4us\"",
+            "key `routing.period`",
+        ),
+        (
+            "e13-manet-homogeneous.toml",
+            "routing.hello=\"0.9ms\"",
+            "key `routing.hello`",
+        ),
+        (
+            "e10-grid.toml",
+            "link.0.radio.beacon=\"0.5ms\"",
+            "key `link[0].radio`",
+        ),
+    ] {
+        let e = super::load(&dir.join(file), &[set.to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(want) && e.contains("1 ms") && !e.contains('\n'),
+            "{e}"
+        );
+    }
 }
 
 #[test]

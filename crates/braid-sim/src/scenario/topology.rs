@@ -588,8 +588,11 @@ fn routing(t: &Topology, r: RoutingSpec) -> Result<RoutingDef, CheckError> {
             ));
         }
     };
-    if r.hello.0.is_zero() || r.period.0.is_zero() {
-        return Err((key("hello"), "hello and period must be positive".into()));
+    // Periods of a millisecond and more: a shorter one would keep the clock at an instant.
+    for (name, d) in [("hello", r.hello.0), ("period", r.period.0)] {
+        if d < Duration::from_millis(1) {
+            return Err((key(name), format!("{name} must be at least 1 ms")));
+        }
     }
     if r.dead == 0 || r.window == 0 || r.window > 64 {
         return Err((key("window"), "dead ≥ 1 and 1 ≤ window ≤ 64 hellos".into()));
