@@ -81,6 +81,9 @@ pub struct Replay {
     pub skipped: usize,
 }
 
+/// The latest time a replay row may give (about 31 years).
+pub const MAX_REPLAY_S: f64 = 1e9;
+
 /// Parses `time_s,iface,rssi_dbm` rows (a header line is allowed). A malformed row is an error
 /// naming the line; an impossible value is skipped and counted.
 pub fn parse_csv(text: &str) -> Result<Replay, String> {
@@ -102,6 +105,12 @@ pub fn parse_csv(text: &str) -> Result<Replay, String> {
             .map_err(|_| format!("line {}: `{}` is not a time in seconds", n + 1, f[0]))?;
         if !t.is_finite() || t < 0.0 {
             return Err(format!("line {}: time must be zero or positive", n + 1));
+        }
+        if t > MAX_REPLAY_S {
+            return Err(format!(
+                "line {}: time {t} s beyond the longest replay ({MAX_REPLAY_S} s)",
+                n + 1
+            ));
         }
         match f[2].parse::<f64>() {
             Ok(v) if v.is_finite() && RSS_RANGE.contains(&v) && !f[1].is_empty() => {
@@ -178,7 +187,15 @@ fn parse_timestamp(s: &str) -> Option<u64> {
         .split('.')
         .map(|x| x.parse().ok())
         .collect::<Option<_>>()?;
-    if d.len() != 3 || t.len() != 3 || d[1] == 0 || d[1] > 12 || d[2] == 0 || d[2] > 31 {
+    // Years 1..=9999 keep the day count far from overflowing.
+    if d.len() != 3
+        || t.len() != 3
+        || !(1..=9999).contains(&d[0])
+        || d[1] == 0
+        || d[1] > 12
+        || d[2] == 0
+        || d[2] > 31
+    {
         return None;
     }
     if t[0] > 23 || t[1] > 59 || t[2] > 60 {
@@ -248,6 +265,83 @@ mod tests {
         assert_eq!(b - a, 86_401);
         assert!(parse_timestamp("2019.13.16_07.22.43").is_none());
         assert!(parse_timestamp("garbage").is_none());
+    }
+
+    /// Times and years past what a clock can hold are errors naming the line, not panics.
+    #[test]
+    fn times_beyond_a_clock_are_errors() {
+        for text in ["1e300,wlan0,-70\n", "0,wlan0,-70\n1.8e19,wlan0,-70\n"] {
+            let e = parse_csv(text).unwrap_err();
+            assert!(e.contains("beyond the longest replay"), "{e}");
+        }
+        let e = parse_driving(
+            "Timestamp,RSRP\n2019.12.16_07.22.43,-90\n99999999999999.12.16_07.22.43,-90\n",
+            "lte0",
+            "RSRP",
+        )
+        .unwrap_err();
+        assert!(e.starts_with("line 3: bad Timestamp"), "{e}");
+    }
+
+    /// A field: a number of any size or sign, a timestamp-like or arbitrary token.
+    fn field() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            any::<f64>().prop_map(|v| v.to_string()),
+            any::<i64>().prop_map(|v| v.to_string()),
+            (
+                0u64..100_000_000_000,
+                0u32..20,
+                0u32..40,
+                0u32..30,
+                0u32..70,
+                0u32..70
+            )
+                .prop_map(|(y, m, d, h, mi, s)| format!("{y}.{m}.{d}_{h}.{mi}.{s}")),
+            Just("wlan0".to_string()),
+            Just("-200".to_string()),
+            "\\PC{0,12}",
+        ]
+    }
+
+    fn rows(header: &'static str) -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop::collection::vec(prop::collection::vec(field(), 0..5), 0..12).prop_map(move |rows| {
+            let body: Vec<String> = rows.iter().map(|r| r.join(",")).collect();
+            format!("{header}{}", body.join("\n"))
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever the feed, replay file or dataset holds: a one-line error or samples, never
+        /// a panic; accepted samples are in range (a replay's in time order).
+        #[test]
+        fn arbitrary_feeds_and_replays_never_panic(
+            csv in rows(""),
+            driving in rows("Timestamp,RSRP\n"),
+            line in "\\PC{0,80}",
+            t in proptest::prelude::any::<f64>(),
+            rssi in proptest::prelude::any::<f64>(),
+        ) {
+            match parse_csv(&csv) {
+                Ok(r) => {
+                    proptest::prop_assert!(r.samples.windows(2).all(|w| w[0].0 <= w[1].0));
+                    proptest::prop_assert!(r.samples.iter().all(|(_, _, v)| RSS_RANGE.contains(v)));
+                }
+                Err(e) => proptest::prop_assert!(!e.contains('\n'), "{}", e),
+            }
+            match parse_driving(&driving, "lte0", "RSRP") {
+                Ok(r) => proptest::prop_assert!(
+                    r.samples.iter().all(|(_, _, v)| (-156.0..=-31.0).contains(v))
+                ),
+                Err(e) => proptest::prop_assert!(!e.contains('\n'), "{}", e),
+            }
+            for l in [line, format!(r#"{{"iface":"wlan0","rssi_dbm":{rssi},"t":{t}}}"#)] {
+                if let Err(e) = parse_json_line(&l) {
+                    proptest::prop_assert!(!e.to_string().contains('\n'));
+                }
+            }
+        }
     }
 
     #[test]
