@@ -469,7 +469,14 @@ impl ClientConfig {
         if self.links.is_empty() {
             return err("link: at least one [[link]] is needed");
         }
+        for (key, v) in [
+            ("dead_after_ms", self.dead_after_ms),
+            ("keepalive_ms", self.keepalive_ms),
+        ] {
+            timer_ms(key, v)?;
+        }
         for (i, l) in self.links.iter().enumerate() {
+            ifname(&format!("link[{i}].name"), &l.name)?;
             if l.gateway.or(self.gateway).is_none() {
                 return err(format!(
                     "link[{i}].gateway: no gateway address (set `gateway` or the link's own)"
@@ -580,6 +587,7 @@ impl GatewayConfig {
         if self.listen.is_empty() {
             return err("listen: at least one UDP address is needed");
         }
+        timer_ms("client_timeout_ms", self.client_timeout_ms)?;
         for (i, c) in self.clients.iter().enumerate() {
             key(&format!("client[{i}].public_key"), &c.public_key)?;
             if c.allowed_ips.is_empty() {
@@ -620,6 +628,7 @@ impl GatewayConfig {
 
 impl TunConfig {
     fn check(&self) -> Result<(), ConfigError> {
+        ifname("tun.name", &self.name)?;
         Prefix::parse(&self.address).map_err(|m| ConfigError(format!("tun.address: {m}")))?;
         for a in &self.addresses {
             Prefix::parse(a).map_err(|m| ConfigError(format!("tun.addresses: {m}")))?;
@@ -758,12 +767,47 @@ fn log_format(ops: &OpsConfig) -> Result<(), ConfigError> {
         .map_err(|m| ConfigError(format!("ops.log_format: {m}")))
 }
 
+/// The longest timer a configuration may set (a day): a later deadline overflows a clock.
+const MAX_TIMER_MS: u64 = 86_400_000;
+
+fn timer_ms(key: &str, v: u64) -> Result<(), ConfigError> {
+    if v > MAX_TIMER_MS {
+        return err(format!(
+            "{key}: {v} out of range: allowed 0..={MAX_TIMER_MS} (a day)"
+        ));
+    }
+    Ok(())
+}
+
+/// A network interface name as Linux takes it: 1 to 15 bytes, no `/`, `:` or white space.
+fn ifname(key: &str, name: &str) -> Result<(), ConfigError> {
+    if name.is_empty()
+        || name.len() > 15
+        || name == "."
+        || name == ".."
+        || name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c.is_whitespace())
+    {
+        return err(format!(
+            "{key}: `{name}` is not an interface name (1 to 15 characters, no `/`, `:` or spaces)"
+        ));
+    }
+    Ok(())
+}
+
 /// The PtoS configuration for segments of `segment_payload` bytes.
 pub(crate) fn batch(
     b: &BatchConfig,
     segment_payload: usize,
     mtu: u16,
 ) -> Result<PtoSConfig, ConfigError> {
+    if b.timeout_us > 1_000_000 {
+        return err(format!(
+            "batch.timeout_us: {} out of range: allowed 0..=1000000",
+            b.timeout_us
+        ));
+    }
     let cfg = PtoSConfig {
         threshold: segment_payload.saturating_mul(b.segments),
         timeout: Duration::from_micros(b.timeout_us),
@@ -795,9 +839,13 @@ pub(crate) fn core_config(
             "connection.reinjection: {m}; allowed: stock, pto, rejK or rejgK (guarded) with an integer K ≥ 1"
         ))
     })?;
-    let reinjection = policy.with_min_rttvar(Duration::from_secs_f64(
-        c.rej_min_rttvar_ms.max(0.0) / 1000.0,
-    ));
+    let floor = c.rej_min_rttvar_ms;
+    if !(0.0..=10_000.0).contains(&floor) {
+        return err(format!(
+            "connection.rej_min_rttvar_ms: {floor} out of range: allowed 0 to 10000"
+        ));
+    }
+    let reinjection = policy.with_min_rttvar(Duration::from_secs_f64(floor / 1000.0));
     let max_datagram_size = if c.max_datagram_size == 0 {
         outer_payload.saturating_sub(crate::secure::wire::DATA_MIN + super::tunnel::CONN_ID_LEN)
     } else {

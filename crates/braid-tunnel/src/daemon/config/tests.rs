@@ -378,3 +378,83 @@ fn queue_management_is_off_by_default_acks_go_per_packet_and_errors_name_the_key
         assert!(!e.contains('\n'), "{e}");
     }
 }
+
+/// Values that parse but could not run (found by mutating the shipped configurations): a
+/// timer so long that its deadline overflows the clock, a floor of infinite milliseconds, an
+/// interface name Linux would refuse, a buffer that would take the machine's memory. Each is
+/// a one-line error naming the key.
+#[test]
+fn values_that_cannot_run_are_refused_with_the_key() {
+    let client = |top: &str, connection: &str| {
+        let text = client_toml()
+            .replace("[tun]", &format!("{top}\n[tun]"))
+            .replace(
+                "[[link]]\nname = \"eth0\"",
+                &format!("[connection]\n{connection}\n[[link]]\nname = \"eth0\""),
+            );
+        ClientConfig::parse(&text, []).map(|_| ())
+    };
+    for (top, connection, want) in [
+        (
+            "keepalive_ms = 9223372036854775807",
+            "",
+            "keepalive_ms: 9223372036854775807 out of range",
+        ),
+        (
+            "dead_after_ms = 1099511627776",
+            "",
+            "dead_after_ms: 1099511627776 out of range",
+        ),
+        (
+            "",
+            "rej_min_rttvar_ms = inf",
+            "connection.rej_min_rttvar_ms: inf out of range",
+        ),
+        (
+            "",
+            "rej_min_rttvar_ms = -1",
+            "connection.rej_min_rttvar_ms: -1 out of range",
+        ),
+        (
+            "",
+            "send_buffer = 109951162777600",
+            "connection.send_buffer 109951162777600 bytes out of range",
+        ),
+        (
+            "",
+            "receive_buffer = 109951162777600",
+            "connection.receive_buffer 109951162777600 bytes out of range",
+        ),
+        (
+            "[batch]\ntimeout_us = 9223372036854775807",
+            "",
+            "batch.timeout_us: 9223372036854775807 out of range",
+        ),
+    ] {
+        let e = client(top, connection).unwrap_err().0;
+        assert!(e.contains(want), "{e} (wanted {want})");
+        assert!(!e.contains('\n'), "{e}");
+    }
+    for (name, key) in [("", "link[0].name"), ("an-interface-name", "link[0].name")] {
+        let text = client_toml().replace("name = \"eth0\"", &format!("name = \"{name}\""));
+        let e = ClientConfig::parse(&text, []).unwrap_err().0;
+        assert!(
+            e.starts_with(&format!("{key}: `{name}` is not an interface name")),
+            "{e}"
+        );
+    }
+    let text = client_toml().replace("[tun]", "[tun]\nname = \"a/b\"");
+    let e = ClientConfig::parse(&text, []).unwrap_err().0;
+    assert!(
+        e.starts_with("tun.name: `a/b` is not an interface name"),
+        "{e}"
+    );
+    let gateway = format!(
+        "private_key = \"{KEY_B}\"\nlisten = [\"0.0.0.0:7000\"]\nclient_timeout_ms = 9223372036854775807\n[tun]\naddress = \"10.200.0.1/24\"\n"
+    );
+    let e = GatewayConfig::parse(&gateway, []).unwrap_err().0;
+    assert!(
+        e.starts_with("client_timeout_ms: 9223372036854775807 out of range"),
+        "{e}"
+    );
+}
