@@ -45,8 +45,8 @@ pub struct SimArgs {
     /// the seeds they have among the others.
     #[arg(long = "variant", value_name = "NAME")]
     variants: Vec<String>,
-    /// Base seed (overrides the scenario's `seed`).
-    #[arg(long, value_name = "N")]
+    /// Base seed (overrides the scenario's `seed`; a scenario file's integers end at 2^63 − 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=i64::MAX as u64))]
     seed: Option<u64>,
     /// No progress output.
     #[arg(long, short)]

@@ -145,6 +145,20 @@ fn bad_scenarios_give_one_line_errors() {
         assert!(err.contains("e3-rtt-below-rtomin.toml"), "{err}");
         assert!(err.contains(want), "{args:?}: {err}");
     }
+    // A seed a scenario file cannot hold (its integers end at 2^63 − 1): refused by the
+    // argument parser, naming the option, before any file is read.
+    let out = braid()
+        .arg("sim")
+        .arg(scenario("e3-rtt-below-rtomin.toml"))
+        .args(["--seed", "18446744073709551615"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines().next().is_some_and(|l| l.contains("--seed")),
+        "{err}"
+    );
     // A trace that does not exist.
     let dir = std::env::temp_dir().join(format!("braid-sim-trace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
