@@ -85,6 +85,10 @@ impl Default for Config {
     }
 }
 
+/// The largest initial window [`Config::validate`] accepts, in segments (times a segment
+/// it must stay far from overflowing).
+pub const MAX_INITIAL_WINDOW: u64 = 1 << 20;
+
 /// The largest send or receive buffer [`Config::validate`] accepts.
 pub const MAX_BUFFER: u64 = 1 << 30;
 
@@ -123,8 +127,11 @@ impl Config {
         if self.ack_frequency == 0 {
             return Err("ack_frequency must be at least 1".into());
         }
-        if self.initial_window == 0 {
-            return Err("initial_window must be at least 1 segment".into());
+        if !(1..=MAX_INITIAL_WINDOW).contains(&self.initial_window) {
+            return Err(format!(
+                "initial_window {} out of range: allowed 1..={MAX_INITIAL_WINDOW} segments",
+                self.initial_window
+            ));
         }
         if self.max_paths == 0 || self.max_paths > 64 {
             return Err("max_paths must be within 1..=64".into());

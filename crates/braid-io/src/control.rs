@@ -52,13 +52,19 @@ pub async fn serve(
         path: path.to_path_buf(),
         source,
     })?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(crate::metrics::MAX_CLIENTS));
     Ok(tokio::spawn(async move {
         loop {
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                return;
+            };
             let Ok((stream, _)) = listener.accept().await else {
+                tokio::time::sleep(crate::metrics::ACCEPT_PAUSE).await;
                 continue;
             };
             let h = handler.clone();
             tokio::spawn(async move {
+                let _slot = slot;
                 let _ = answer(stream, h).await;
             });
         }

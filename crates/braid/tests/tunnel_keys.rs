@@ -128,3 +128,47 @@ name = "c2"
     assert_eq!(&buf[..n], b"keys work");
     assert_eq!(echoer.join().unwrap(), b"keys work");
 }
+
+/// Whatever the environment holds, a daemon's configuration error is one line and exit code
+/// 2: a variable that is not Unicode (any name: `std::env::vars` panicked on it), one of ours
+/// whose value is not, and an override naming a huge array index (it allocated until the
+/// process aborted). No root needed: the daemon stops at its configuration.
+#[test]
+fn configuration_errors_are_one_line_whatever_the_environment() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::env::temp_dir().join(format!("braid-env-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.toml");
+    std::fs::write(&file, "bogus = 1\n").unwrap();
+    let not_unicode = OsStr::from_bytes(b"\xff");
+    let cases: [(&str, &OsStr, &str); 3] = [
+        ("BRAID_TEST_UNRELATED", not_unicode, "key `bogus`"),
+        (
+            "BRAID_TUNNEL_TUN_NAME",
+            not_unicode,
+            "BRAID_TUNNEL_TUN_NAME: the value is not valid UTF-8",
+        ),
+        (
+            "BRAID_TUNNEL_LINK_99999999999_NAME",
+            OsStr::new("x"),
+            "BRAID_TUNNEL_LINK_99999999999_NAME: index 99999999999 out of range",
+        ),
+    ];
+    for (role, (var, value, want)) in ["client", "gateway"]
+        .iter()
+        .flat_map(|r| cases.iter().map(move |c| (r, c)))
+    {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_braid"))
+            .args(["tunnel", role, "--config"])
+            .arg(&file)
+            .env(var, value)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{role} {var}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{role} {var}: {err}");
+        assert!(err.contains(want), "{role} {var}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -796,12 +796,28 @@ fn ifname(key: &str, name: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// The largest PtoS buffer a configuration may ask for.
+const MAX_BATCH_CAPACITY: usize = 64 << 20;
+
 /// The PtoS configuration for segments of `segment_payload` bytes.
 pub(crate) fn batch(
     b: &BatchConfig,
     segment_payload: usize,
     mtu: u16,
 ) -> Result<PtoSConfig, ConfigError> {
+    // The batch buffers are allocated when a connection starts: bounded here, not then.
+    if !(1..=4096).contains(&b.segments) {
+        return err(format!(
+            "batch.segments: {} out of range: allowed 1..=4096",
+            b.segments
+        ));
+    }
+    if b.capacity > MAX_BATCH_CAPACITY {
+        return err(format!(
+            "batch.capacity: {} bytes out of range: allowed up to {MAX_BATCH_CAPACITY} (64 MiB)",
+            b.capacity
+        ));
+    }
     if b.timeout_us > 1_000_000 {
         return err(format!(
             "batch.timeout_us: {} out of range: allowed 0..=1000000",
@@ -1101,11 +1117,31 @@ fn class_rules(transport: Transport, rules: &[ClassConfig]) -> Result<Classes, C
     })
 }
 
+/// The largest array index an environment override may name (`BRAID_TUNNEL_LINK_<i>_…`):
+/// the entries up to it are created.
+const MAX_ENV_INDEX: usize = 255;
+
 fn load<T: DeserializeOwned + Checked>(path: &Path) -> Result<T, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError(format!("config {}: {e}", path.display())))?;
-    T::parse_checked(&text, std::env::vars())
+    T::parse_checked(&text, env_overrides()?)
         .map_err(|e| ConfigError(format!("config {}: {}", path.display(), e.0)))
+}
+
+/// The process environment's `BRAID_TUNNEL_*` variables (`std::env::vars` panics on any
+/// variable that is not Unicode, whatever its name; one of ours that is not is an error).
+fn env_overrides() -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        let Some(k) = k.to_str().filter(|k| k.starts_with(ENV_PREFIX)) else {
+            continue;
+        };
+        let Ok(v) = v.into_string() else {
+            return err(format!("{k}: the value is not valid UTF-8"));
+        };
+        out.push((k.to_string(), v));
+    }
+    Ok(out)
 }
 
 trait Checked: Sized {
@@ -1197,6 +1233,11 @@ fn apply_env(table: &mut toml::Table, name: &str, value: &str) -> Result<(), Con
                     a.to_uppercase()
                 ));
             };
+            if idx > MAX_ENV_INDEX {
+                return err(format!(
+                    "{name}: index {idx} out of range: allowed 0..={MAX_ENV_INDEX}"
+                ));
+            }
             let arr = table
                 .entry(a.to_string())
                 .or_insert_with(|| toml::Value::Array(Vec::new()));

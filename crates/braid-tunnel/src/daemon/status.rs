@@ -5,12 +5,9 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use braid_core::{Connection, PathId};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 /// The latest status document, shared with the control socket and the metrics endpoint.
 pub type Shared = Arc<Mutex<Value>>;
@@ -429,40 +426,20 @@ fn label(v: &Value) -> String {
         .replace('"', "\\\"")
 }
 
-/// Serves `GET /metrics` (any path, in fact) with [`prometheus`] of the latest status.
+/// Serves `GET /metrics` (any path, in fact) with [`prometheus`] of the latest status
+/// (`braid_io::metrics::serve`: bounded clients and timeouts).
 pub async fn serve_metrics(
     addr: SocketAddr,
     shared: Shared,
 ) -> std::io::Result<tokio::task::JoinHandle<()>> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|e| std::io::Error::new(e.kind(), format!("metrics endpoint {addr}: {e}")))?;
-    Ok(tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                continue;
-            };
-            let shared = shared.clone();
-            tokio::spawn(async move {
-                let mut req = [0u8; 2048];
-                let read = tokio::time::timeout(Duration::from_secs(5), s.read(&mut req));
-                if !matches!(read.await, Ok(Ok(n)) if n > 0) {
-                    return;
-                }
-                let body = {
-                    let v = shared.lock().map(|v| v.clone()).unwrap_or(Value::Null);
-                    prometheus(&v)
-                };
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = s.write_all(head.as_bytes()).await;
-                let _ = s.write_all(body.as_bytes()).await;
-                let _ = s.shutdown().await;
-            });
-        }
-    }))
+    braid_io::metrics::serve(
+        addr,
+        Arc::new(move || {
+            let v = shared.lock().map(|v| v.clone()).unwrap_or(Value::Null);
+            prometheus(&v)
+        }),
+    )
+    .await
 }
 
 /// Starts the control socket (answering `status` with the latest document) and the metrics

@@ -139,8 +139,8 @@ fn settings(f: File, o: &Overrides) -> Result<RouteSettings, String> {
     let lanes = ifaces.len() as u32;
     // Tables 253–255 are the kernel's default, main and local; 0 is unspecified.
     if table == 0
-        || (table..table + lanes).any(|t| (253..=255).contains(&t))
         || table > u32::MAX - lanes
+        || (table..table + lanes).any(|t| (253..=255).contains(&t))
     {
         return Err(format!(
             "key `table`: tables {table}..{} would include 0 or the kernel's 253 (default), 254 (main) or 255 (local)",
@@ -149,10 +149,10 @@ fn settings(f: File, o: &Overrides) -> Result<RouteSettings, String> {
     }
     let rule_priority = f.rule_priority.unwrap_or(1000);
     // The kernel's own rules: 0 (local), 32766 (main), 32767 (default).
-    if rule_priority == 0 || rule_priority + 100 + lanes > 32766 {
+    let last_priority = rule_priority.saturating_add(100 + lanes);
+    if rule_priority == 0 || last_priority > 32766 {
         return Err(format!(
-            "key `rule_priority`: {rule_priority}..{} must stay within 1..32765, between the kernel's local (0) and main (32766) rules",
-            rule_priority + 100 + lanes
+            "key `rule_priority`: {rule_priority}..{last_priority} must stay within 1..32765, between the kernel's local (0) and main (32766) rules"
         ));
     }
     let ms = |key: &str, v: Option<u64>, default: u64| -> Result<Duration, String> {
@@ -303,6 +303,15 @@ mod tests {
             ),
             (
                 "babeld = \"1\"\nifaces = [\"e0\"]\nrule_priority = 32700",
+                "key `rule_priority`",
+            ),
+            // At the top of their range (the sums once overflowed).
+            (
+                "babeld = \"1\"\nifaces = [\"e0\"]\ntable = 4294967295",
+                "key `table`",
+            ),
+            (
+                "babeld = \"1\"\nifaces = [\"e0\"]\nrule_priority = 4294967295",
                 "key `rule_priority`",
             ),
             (

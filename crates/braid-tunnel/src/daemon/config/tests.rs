@@ -426,6 +426,21 @@ fn values_that_cannot_run_are_refused_with_the_key() {
             "connection.receive_buffer 109951162777600 bytes out of range",
         ),
         (
+            "[batch]\nsegments = 1000000000000\ncapacity = 2000000000000000",
+            "",
+            "batch.segments: 1000000000000 out of range",
+        ),
+        (
+            "[batch]\ncapacity = 2000000000000000",
+            "",
+            "batch.capacity: 2000000000000000 bytes out of range",
+        ),
+        (
+            "",
+            "initial_window = 100000000000000000",
+            "connection.initial_window 100000000000000000 out of range",
+        ),
+        (
             "[batch]\ntimeout_us = 9223372036854775807",
             "",
             "batch.timeout_us: 9223372036854775807 out of range",
