@@ -45,6 +45,18 @@ fn check_expanded(
     if s.duration.0.is_zero() {
         return Err((k("duration"), "must be positive".into()));
     }
+    // A run's trajectories and records grow with its length: ten days of virtual time is
+    // already hours of a core.
+    if s.duration.0 > MAX_RUN {
+        return Err((
+            k("duration"),
+            format!(
+                "{:.0} s out of range: at most {} s (ten days)",
+                s.duration.0.as_secs_f64(),
+                MAX_RUN.as_secs()
+            ),
+        ));
+    }
     if s.repetitions == 0 {
         return Err((k("repetitions"), "must be at least 1".into()));
     }
@@ -171,10 +183,10 @@ fn check_expanded(
             ScheduleKind::Addr => (Action::AddrLost, Action::AddrBack),
             ScheduleKind::Blockage => (Action::Down, Action::Up),
         };
-        if sch.count == 0 {
+        if !(1..=MAX_CYCLES).contains(&sch.count) {
             return Err((
                 Some(format!("schedule[{i}].count")),
-                "must be at least 1".into(),
+                format!("{} out of range: allowed 1..={MAX_CYCLES}", sch.count),
             ));
         }
         if sch.count > 1 && (sch.down.is_none() || sch.up.is_none()) {
@@ -183,23 +195,38 @@ fn check_expanded(
                 "repeated cycles need both `down` and `up`".into(),
             ));
         }
+        let up = sch.up.map_or(Duration::ZERO, |u| u.0);
+        let cycle = sch.down.map_or(Duration::ZERO, |d| d.0) + up;
+        if sch.count > 1 && cycle.is_zero() {
+            return Err((
+                Some(format!("schedule[{i}].down")),
+                "repeated cycles need `down` + `up` longer than zero".into(),
+            ));
+        }
+        // Where the cycles end, checked before they are written out.
+        let end = match sch.down {
+            Some(_) => cycle
+                .checked_mul(sch.count)
+                .and_then(|c| c.checked_add(sch.first.0)),
+            None => Some(sch.first.0),
+        };
+        if end.is_none_or(|t| t > s.duration.0 + up) {
+            return Err((
+                Some(format!("schedule[{i}].count")),
+                format!(
+                    "the cycles end at {:.1} s, after the run ({:.1} s)",
+                    end.map_or(f64::INFINITY, |t| t.as_secs_f64()),
+                    s.duration.0.as_secs_f64()
+                ),
+            ));
+        }
         let mut t = sch.first.0;
         for _ in 0..sch.count {
             timeline.push((t, li, lost));
             let Some(down) = sch.down else { break };
             t += down.0;
             timeline.push((t, li, back));
-            t += sch.up.map_or(Duration::ZERO, |u| u.0);
-        }
-        if t > s.duration.0 + sch.up.map_or(Duration::ZERO, |u| u.0) {
-            return Err((
-                Some(format!("schedule[{i}].count")),
-                format!(
-                    "the cycles end at {:.1} s, after the run ({:.1} s)",
-                    t.as_secs_f64(),
-                    s.duration.0.as_secs_f64()
-                ),
-            ));
+            t += up;
         }
     }
     timeline.sort_by_key(|(t, l, _)| (*t, *l));
@@ -364,6 +391,12 @@ fn check_expanded(
         topology,
     })
 }
+
+/// The longest run a scenario may ask for.
+const MAX_RUN: Duration = Duration::from_secs(864_000);
+
+/// The most cycles one `[[schedule]]` entry may give (each is two events of the run).
+const MAX_CYCLES: u32 = 1_000_000;
 
 /// The checks of one application (`[app]` or a `[[flow]]`), keys under `key`.
 fn check_app(key: &str, app: &AppSpec, s: &Scenario) -> Result<(), CheckError> {

@@ -89,6 +89,11 @@ fn wrong_types_and_impossible_values_are_explained() {
     );
     let e = err(BASE, &["duration=0s"]);
     assert!(e.contains("key `duration`"), "{e}");
+    let e = err(BASE, &["duration=\"1e9s\""]);
+    assert!(
+        e.contains("key `duration`") && e.contains("ten days"),
+        "{e}"
+    );
     let e = err(BASE, &["pm.mode=\"cross-cap\"", "pm.capacity.headroom=-1"]);
     assert!(
         e.contains("key `pm.capacity`") && e.contains("headroom"),
@@ -276,6 +281,24 @@ fn schedules_expand_to_a_timeline() {
     );
     let e = err(&t.replace("link = \"a\"\nkind", "link = \"z\"\nkind"), &[]);
     assert!(e.contains("no link `z`; links are a, b"), "{e}");
+    // Counts that were written out before they were checked (2^31 cycles took 24 GB), and
+    // cycles of no length that never reach the end of the run.
+    let e = err(&t.replace("count = 3", "count = 2147483648"), &[]);
+    assert!(
+        e.contains("key `schedule[0].count`") && e.contains("1..=1000000"),
+        "{e}"
+    );
+    let e = err(
+        &t.replace(
+            "down = \"0.5s\"\nup = \"0.5s\"\ncount = 3",
+            "down = \"0s\"\nup = \"0s\"\ncount = 1000000",
+        ),
+        &[],
+    );
+    assert!(
+        e.contains("key `schedule[0].down`") && e.contains("longer than zero"),
+        "{e}"
+    );
 }
 
 #[test]
