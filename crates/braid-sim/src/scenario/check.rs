@@ -398,6 +398,10 @@ const MAX_RUN: Duration = Duration::from_secs(864_000);
 /// The most cycles one `[[schedule]]` entry may give (each is two events of the run).
 const MAX_CYCLES: u32 = 1_000_000;
 
+/// The most messages a second a CBR application may send, by `rate` or by `bitrate` (the
+/// clock ticks in microseconds).
+const MAX_MESSAGES_PER_S: f64 = 1e6;
+
 /// The checks of one application (`[app]` or a `[[flow]]`), keys under `key`.
 fn check_app(key: &str, app: &AppSpec, s: &Scenario) -> Result<(), CheckError> {
     let k = |f: &str| Some(format!("{key}.{f}"));
@@ -416,7 +420,7 @@ fn check_app(key: &str, app: &AppSpec, s: &Scenario) -> Result<(), CheckError> {
                         "a cbr application needs `rate` (packets/s) or `bitrate`".into(),
                     ));
                 }
-                (Some(r), None) if !(r > 0.0 && r <= 1e6) => {
+                (Some(r), None) if !(r > 0.0 && r <= MAX_MESSAGES_PER_S) => {
                     return Err((
                         k("rate"),
                         format!("{r} out of range: allowed 0 < rate ≤ 1000000 packets/s"),
@@ -429,7 +433,7 @@ fn check_app(key: &str, app: &AppSpec, s: &Scenario) -> Result<(), CheckError> {
             }
             if let Some(b) = app.bitrate {
                 let per_s = b.0 / (app.size.0 as f64 * 8.0);
-                if !(per_s > 0.0 && per_s <= 1e6) {
+                if !(per_s > 0.0 && per_s <= MAX_MESSAGES_PER_S) {
                     return Err((
                         k("bitrate"),
                         format!(
