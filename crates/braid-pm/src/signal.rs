@@ -45,9 +45,9 @@ struct JsonSample {
 /// Parses one JSON line.
 pub fn parse_json_line(line: &str) -> Result<Sample, SignalError> {
     let j: JsonSample = serde_json::from_str(line.trim()).map_err(|e| {
-        let mut m = e.to_string();
-        m.truncate(120);
-        SignalError::Syntax(m)
+        let m = e.to_string();
+        // serde quotes the input, which may be any Unicode: cut on a character boundary.
+        SignalError::Syntax(m.chars().take(120).collect())
     })?;
     check(j.iface, j.rssi_dbm, j.t)
 }
@@ -342,6 +342,14 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_long_error_about_non_ascii_input_is_cut_between_characters() {
+        // serde_json's message quotes the unknown field; byte 120 fell inside a 'é'.
+        let line = format!(r#"{{"{}":1}}"#, "é".repeat(80));
+        let e = parse_json_line(&line).unwrap_err().to_string();
+        assert!(e.contains("unknown field") && !e.contains('\n'), "{e}");
     }
 
     #[test]

@@ -143,8 +143,12 @@ impl Pair {
                     c.push(buf.clone());
                 }
                 trace_datagram(self.now, to_server, "send", &buf);
+                // The peer names the address ids of the paths it opens: a forged PATH_OPEN can
+                // name one with no link, whose datagrams go nowhere (as in the tunnel).
                 let link_idx = t.local.0 as usize;
-                let link = &mut self.links[link_idx];
+                let Some(link) = self.links.get_mut(link_idx) else {
+                    continue;
+                };
                 if to_server
                     && let Some((dsn, n)) = link.drop_dsn
                     && carries(&buf, dsn)
