@@ -86,8 +86,15 @@ impl Trace {
         let n = self.opportunities.len() as u64;
         let rep = t_ms / self.period_ms;
         let within = t_ms % self.period_ms;
+        // An opportunity at time `period` belongs to the end of its repetition: at an exact
+        // multiple of the period the previous repetition's last ones are at `t_ms`.
+        if within == 0 && rep > 0 {
+            let j = self.opportunities.partition_point(|&o| o < self.period_ms) as u64;
+            if j < n {
+                return (rep - 1).saturating_mul(n).saturating_add(j);
+            }
+        }
         let i = self.opportunities.partition_point(|&o| o < within) as u64;
-        // An opportunity at time `period` belongs to this repetition's end.
         rep.saturating_mul(n).saturating_add(i)
     }
 }
@@ -105,6 +112,10 @@ mod tests {
         assert_eq!(t.time_ms(4), 11);
         assert_eq!(t.first_at_or_after(2), 2);
         assert_eq!(t.first_at_or_after(12), 6);
+        // The opportunity at the period's end is the first at that time (it was skipped).
+        assert_eq!(t.first_at_or_after(10), 3);
+        assert_eq!(t.first_at_or_after(20), 7);
+        assert_eq!(t.first_at_or_after(11), 4);
         // 4 × 1504 B per 10 ms.
         assert!((t.mean_rate() - 4.0 * 1504.0 * 8.0 / 0.01).abs() < 1e-6);
     }
@@ -141,8 +152,13 @@ mod tests {
                     let ns = t.time_ms(k).checked_mul(1_000_000);
                     proptest::prop_assert!(ns.is_some());
                     proptest::prop_assert!(t.time_ms(k) <= t.time_ms(k + 1));
-                    let i = t.first_at_or_after(t.time_ms(k));
-                    proptest::prop_assert!(t.time_ms(i) >= t.time_ms(k));
+                    // The first opportunity at or after a time: at or after it, and the one
+                    // before it earlier.
+                    for at in [t.time_ms(k), t.time_ms(k) + 1, k] {
+                        let i = t.first_at_or_after(at);
+                        proptest::prop_assert!(t.time_ms(i) >= at);
+                        proptest::prop_assert!(i == 0 || t.time_ms(i - 1) < at, "{} at {}", i, at);
+                    }
                 }
                 Err(e) => proptest::prop_assert!(!e.contains('\n'), "{}", e),
             }
