@@ -43,6 +43,14 @@ impl RangeSet {
         self.ranges.get(i).is_some_and(|&(s, _)| s <= v)
     }
 
+    /// Whether inserting `v` adds no range: `v` is in a range or next to one.
+    pub fn touches(&self, v: u64) -> bool {
+        let i = self.ranges.partition_point(|&(_, e)| e < v);
+        self.ranges
+            .get(i)
+            .is_some_and(|&(s, _)| s <= v.saturating_add(1))
+    }
+
     /// Whether every value of `[start, end)` is in the set.
     pub fn contains_range(&self, start: u64, end: u64) -> bool {
         if start >= end {
@@ -181,6 +189,10 @@ mod tests {
                 }
                 for v in 0..230 {
                     prop_assert_eq!(s.contains(v), model.contains(&v));
+                    // Inserting a value that touches the set adds no range.
+                    let mut t = s.clone();
+                    t.insert(v, v + 1);
+                    prop_assert_eq!(s.touches(v), t.len() <= s.len(), "{}", v);
                 }
                 let gaps = s.gaps(start, start + 2 * len);
                 let expect: Vec<u64> = (start..start + 2 * len).filter(|v| !model.contains(v)).collect();

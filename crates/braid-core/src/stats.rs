@@ -44,6 +44,11 @@ pub enum DropReason {
     ClosedPath,
     #[error("too many paths")]
     TooManyPaths,
+    /// The packet would open one more hole in its path's received packet numbers than the
+    /// receiver keeps ([`MAX_RX_RANGES`](crate::connection::MAX_RX_RANGES)); the sender
+    /// resends it as it would a lost one.
+    #[error("too many holes in the path's packet numbers")]
+    TooManyHoles,
     #[error("protocol violation")]
     Protocol,
     #[error("connection closed")]
@@ -57,6 +62,7 @@ pub struct Drops {
     pub unknown_path: u64,
     pub closed_path: u64,
     pub too_many_paths: u64,
+    pub too_many_holes: u64,
     pub protocol: u64,
     pub closed: u64,
 }
@@ -68,6 +74,7 @@ impl Drops {
             DropReason::UnknownPath => self.unknown_path += 1,
             DropReason::ClosedPath => self.closed_path += 1,
             DropReason::TooManyPaths => self.too_many_paths += 1,
+            DropReason::TooManyHoles => self.too_many_holes += 1,
             DropReason::Protocol => self.protocol += 1,
             DropReason::Closed => self.closed += 1,
         }
@@ -78,6 +85,7 @@ impl Drops {
             + self.unknown_path
             + self.closed_path
             + self.too_many_paths
+            + self.too_many_holes
             + self.protocol
             + self.closed
     }

@@ -123,6 +123,54 @@ fn truncations_of_every_real_datagram_are_rejected() {
     assert!(p.server.stats().dropped.malformed > 0);
 }
 
+/// A peer that skips packet numbers on purpose leaves a hole per packet: the receiver keeps at
+/// most MAX_RX_RANGES of them (the packets that would open more are dropped and counted) and
+/// refuses numbers more than MAX_RX_AHEAD above the path's cumulative point; the transfer in
+/// progress is unharmed.
+#[test]
+fn packet_numbers_skipped_on_purpose_cannot_grow_the_receiver_without_end() {
+    use braid_core::connection::{MAX_RX_AHEAD, MAX_RX_RANGES};
+    use braid_core::wire::{self, Frame, Header, PathId};
+    let (mut p, mut feed, expected) = mid_transfer();
+    // Far above anything the transfer will number, every other number.
+    let forged = 6000u64;
+    let base = MAX_RX_AHEAD / 2;
+    let mut refused = 0;
+    for k in 0..forged {
+        let h = Header {
+            path: PathId(0),
+            seq: base + 2 * k,
+            timestamp: 0,
+        };
+        let mut d = Vec::new();
+        wire::emit(&h, &[Frame::Ping], &mut d);
+        refused += u64::from(p.server.handle_datagram(p.now, &d).is_err());
+    }
+    let holes = p.server.stats().dropped.too_many_holes;
+    assert_eq!(holes, refused, "every refusal counted as a hole too many");
+    let kept = forged - holes;
+    // The transfer's own reordering may hold a few ranges already.
+    assert!(
+        kept <= MAX_RX_RANGES as u64 && kept + 64 >= MAX_RX_RANGES as u64,
+        "{kept} forged packets kept, {holes} refused"
+    );
+    let h = Header {
+        path: PathId(0),
+        seq: base + MAX_RX_AHEAD,
+        timestamp: 0,
+    };
+    let mut d = Vec::new();
+    wire::emit(&h, &[Frame::Ping], &mut d);
+    let protocol = p.server.stats().dropped.protocol;
+    assert!(p.server.handle_datagram(p.now, &d).is_err());
+    assert_eq!(p.server.stats().dropped.protocol, protocol + 1);
+    p.run_until_with(Instant::from_millis(30_000), &mut feed);
+    assert!(
+        p.server_received == expected,
+        "the transfer completes intact"
+    );
+}
+
 /// Found by `cargo fuzz run connection_datagram`: a forged DATA_ACK acknowledging bytes that
 /// were written but never sent made the sender release them and then read the released range.
 #[test]

@@ -41,6 +41,19 @@ use send_buf::{PriorityMarks, SendBuf};
 
 pub use transmit::Transmit;
 
+/// Most disjoint ranges of packet numbers a path keeps as received above its cumulative point.
+/// Every hole a sender leaves costs the receiver a range until it is filled: a sender's holes
+/// are its losses within a window (a few thousand at most with a window of tens of thousands
+/// of packets), while a peer that skipped numbers on purpose could grow the set, and the time
+/// to insert into it, without end. A packet that would open one more is dropped and counted
+/// ([`DropReason::TooManyHoles`](crate::DropReason::TooManyHoles)); one that fills or extends
+/// a range is always taken.
+pub const MAX_RX_RANGES: usize = 4096;
+/// Farthest above a path's cumulative point a packet number is taken: 2^22 packets, more than
+/// the largest window (1 GiB of buffer in segments of 1200 bytes is under 2^20). A packet
+/// beyond is a protocol violation, dropped and counted.
+pub const MAX_RX_AHEAD: u64 = 1 << 22;
+
 /// Which end of the connection this is. The client opens the first path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {

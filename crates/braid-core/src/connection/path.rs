@@ -117,6 +117,21 @@ pub(crate) struct RxState {
 }
 
 impl RxState {
+    /// Whether packet `seq` may be recorded: not too far ahead, and not one hole too many
+    /// (see [`MAX_RX_RANGES`](super::MAX_RX_RANGES)). Checked before the datagram is acted on.
+    pub fn admits(&self, seq: u64) -> Result<(), crate::stats::DropReason> {
+        if seq <= self.cum {
+            return Ok(());
+        }
+        if seq - self.cum > super::MAX_RX_AHEAD {
+            return Err(crate::stats::DropReason::Protocol);
+        }
+        if self.ranges.len() >= super::MAX_RX_RANGES && !self.ranges.touches(seq) {
+            return Err(crate::stats::DropReason::TooManyHoles);
+        }
+        Ok(())
+    }
+
     /// Records a packet; returns whether it was a duplicate.
     fn on_packet(&mut self, seq: u64, ts: u32, cfg: &Config) -> bool {
         // RFC 7323 §4.3: with delayed acknowledgements, echo the timestamp of the earliest

@@ -56,8 +56,17 @@ impl Connection {
             return Err(DropReason::Closed);
         }
         let idx = match self.path_index(header.path) {
-            Some(i) => i,
-            None => self.accept_path(now, header.path, open)?,
+            Some(i) => {
+                self.paths[i].rx.admits(header.seq)?;
+                i
+            }
+            None => {
+                // A new path's numbers start at 0.
+                if header.seq > MAX_RX_AHEAD {
+                    return Err(DropReason::Protocol);
+                }
+                self.accept_path(now, header.path, open)?
+            }
         };
         self.last_rx = now;
         let (local, peer) = self.path_addr_stats(idx);

@@ -72,7 +72,7 @@ pub fn connection_json(conn: &Connection, addr_of: impl Fn(PathId) -> Option<Str
         "drops": {
             "malformed": d.malformed, "unknown_path": d.unknown_path,
             "closed_path": d.closed_path, "too_many_paths": d.too_many_paths,
-            "protocol": d.protocol, "closed": d.closed,
+            "too_many_holes": d.too_many_holes, "protocol": d.protocol, "closed": d.closed,
         },
     })
 }

@@ -396,6 +396,7 @@ impl Drops {
                 ("core_unknown_path", d.unknown_path),
                 ("core_closed_path", d.closed_path),
                 ("core_too_many_paths", d.too_many_paths),
+                ("core_too_many_holes", d.too_many_holes),
                 ("core_protocol", d.protocol),
                 ("core_closed", d.closed),
             ]
