@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use braid_core::{Instant, PathId, Side};
+use braid_core::{Event, Instant, PathId, Side};
 use rand::RngExt;
 use serde_json::{Value, json};
 use tracing::{debug, info, warn};
@@ -366,6 +366,11 @@ impl Gateway {
         };
         while let Some(ev) = t.conn.poll_event() {
             debug!(client = %p.name, ?ev, "connection event");
+            // A closed path's address is forgotten: a client that opens and closes paths
+            // would otherwise grow the map without end.
+            if let Event::PathClosed { path, .. } = ev {
+                p.addrs.remove(&path);
+            }
         }
         t.track_paths(now);
         // Stream → packets → TUN, each checked against the client's addresses.
