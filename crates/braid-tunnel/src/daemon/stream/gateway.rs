@@ -1,7 +1,9 @@
 //! The MPTCP transport's gateway: accepts MPTCP connections on the `listen` addresses, at most
-//! [`HANDSHAKES`] handshakes at once; a client's new connection replaces its old one once its
-//! first record authenticated.
+//! [`HANDSHAKES`] handshakes at once (a new connection takes the oldest one's place, see
+//! [`Slots`]); a client's new connection replaces its old one once its first record
+//! authenticated.
 
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -9,12 +11,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::{
-    AbortOnDrop, Counters, HANDSHAKE_TIMEOUT, HANDSHAKES, Opener, PROLOGUE, Pipe, QUEUE, Role,
-    Sealer, Stream, listen, packets, read_message, transport, write_message, writer,
+    AbortOnDrop, Counters, HANDSHAKE_TIMEOUT, HANDSHAKES, HANDSHAKES_PER_SOURCE, Opener, PROLOGUE,
+    Pipe, QUEUE, Role, Sealer, Stream, listen, packets, read_message, transport, write_message,
+    writer,
 };
 use crate::daemon::common::DaemonError;
 use crate::daemon::config::{GatewayConfig, Prefix};
@@ -122,6 +125,67 @@ impl Role for GatewayRole {
     }
 }
 
+/// The handshakes in progress, by connection number and source address, oldest first. A
+/// connection that arrives when [`HANDSHAKES`] are in progress takes the place of the oldest,
+/// or of its own source's oldest when that source has [`HANDSHAKES_PER_SOURCE`]: connections
+/// held open without a handshake (any host can open them) cannot lock clients out, as refusing
+/// the newest would; a flood from one address displaces only its own.
+#[derive(Debug)]
+struct Slots {
+    pending: VecDeque<(u64, IpAddr)>,
+    max: usize,
+    per_source: usize,
+}
+
+impl Slots {
+    fn new(max: usize, per_source: usize) -> Slots {
+        Slots {
+            pending: VecDeque::new(),
+            max: max.max(1),
+            per_source: per_source.max(1),
+        }
+    }
+
+    /// Admits handshake `id` from `from`; returns the handshake it displaces, if any.
+    fn admit(&mut self, id: u64, from: IpAddr) -> Option<u64> {
+        let same = self.pending.iter().filter(|(_, a)| *a == from).count();
+        let evict = if same >= self.per_source {
+            self.pending.iter().position(|(_, a)| *a == from)
+        } else if self.pending.len() >= self.max {
+            Some(0)
+        } else {
+            None
+        };
+        let gone = evict.and_then(|i| self.pending.remove(i)).map(|(id, _)| id);
+        self.pending.push_back((id, from));
+        gone
+    }
+
+    /// Handshake `id` ended (done, failed or displaced).
+    fn done(&mut self, id: u64) {
+        self.pending.retain(|(i, _)| *i != id);
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        self.pending.iter().any(|(i, _)| *i == id)
+    }
+}
+
+/// Takes a connection's handshake slot off the list when its session leaves the handshake,
+/// whichever way (also when the session is aborted).
+struct SlotGuard {
+    slots: Arc<Mutex<Slots>>,
+    id: u64,
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.slots.lock() {
+            s.done(self.id);
+        }
+    }
+}
+
 /// Accepts connections and runs a session for each; sessions end with this task.
 async fn accept(
     listeners: Vec<TcpListener>,
@@ -131,7 +195,9 @@ async fn accept(
     c: Arc<Counters>,
     tun_tx: mpsc::Sender<Vec<u8>>,
 ) {
-    let budget = Arc::new(Semaphore::new(HANDSHAKES));
+    let slots = Arc::new(Mutex::new(Slots::new(HANDSHAKES, HANDSHAKES_PER_SOURCE)));
+    // Sessions still in their handshake, to abort one that is displaced.
+    let mut handshaking: HashMap<u64, tokio::task::AbortHandle> = HashMap::new();
     let mut conn_no = 0u64;
     // Sessions end with the gateway: the set aborts them when it drops.
     let mut sessions = tokio::task::JoinSet::new();
@@ -145,22 +211,34 @@ async fn accept(
                 continue;
             }
         };
-        let Ok(permit) = budget.clone().try_acquire_owned() else {
-            Counters::add(&c.handshake_busy, 1);
-            continue;
-        };
         conn_no += 1;
+        let displaced = {
+            let Ok(mut s) = slots.lock() else {
+                return;
+            };
+            handshaking.retain(|id, _| s.contains(*id));
+            s.admit(conn_no, from.ip())
+        };
+        if let Some(h) = displaced.and_then(|id| handshaking.remove(&id)) {
+            h.abort();
+            Counters::add(&c.handshake_evicted, 1);
+        }
+        let slot = SlotGuard {
+            slots: slots.clone(),
+            id: conn_no,
+        };
         let (keypair, peers, c, tun_tx) =
             (keypair.clone(), peers.clone(), c.clone(), tun_tx.clone());
-        sessions.spawn(async move {
+        let task = sessions.spawn(async move {
             if let Err(e) = session(
-                stream, from, conn_no, &keypair, &peers, max, &c, &tun_tx, permit,
+                stream, from, conn_no, &keypair, &peers, max, &c, &tun_tx, slot,
             )
             .await
             {
                 debug!(%from, "connection ended: {e}");
             }
         });
+        handshaking.insert(conn_no, task);
     }
 }
 
@@ -186,7 +264,7 @@ async fn session(
     max: usize,
     c: &Arc<Counters>,
     tun_tx: &mpsc::Sender<Vec<u8>>,
-    permit: tokio::sync::OwnedSemaphorePermit,
+    slot: SlotGuard,
 ) -> io::Result<()> {
     stream.set_nodelay(true)?;
     let (mut r, mut w) = stream.into_split();
@@ -242,7 +320,7 @@ async fn session(
     let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, opener.next(&mut r, c))
         .await
         .map_err(|_| io::Error::other("no first record"))??;
-    drop(permit);
+    drop(slot);
     let (tx, rx) = mpsc::channel(QUEUE);
     let (name, allowed) = {
         let mut ps = peers.lock().map_err(|_| io::Error::other("lock"))?;
@@ -297,4 +375,120 @@ async fn session(
     }
     info!(client = %name, "client connection closed");
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::stream::Sealer;
+    use std::sync::atomic::Ordering;
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([127, 0, 0, last])
+    }
+
+    #[test]
+    fn a_new_handshake_displaces_the_oldest_and_a_source_its_own() {
+        let mut s = Slots::new(4, 2);
+        assert_eq!(s.admit(1, ip(1)), None);
+        assert_eq!(s.admit(2, ip(2)), None);
+        assert_eq!(s.admit(3, ip(3)), None);
+        // Source 1's third displaces its own first, not the oldest of all.
+        assert_eq!(s.admit(4, ip(1)), None);
+        assert_eq!(s.admit(5, ip(1)), Some(1));
+        // Full: the oldest of all gives way.
+        assert_eq!(s.admit(6, ip(4)), Some(2));
+        s.done(3);
+        assert!(!s.contains(3) && s.contains(4));
+        assert_eq!(s.admit(7, ip(5)), None);
+        assert_eq!(s.pending.len(), 4);
+        // Done twice, or after being displaced: nothing happens.
+        s.done(1);
+        s.done(3);
+        assert_eq!(s.pending.len(), 4);
+    }
+
+    /// More connections than [`HANDSHAKES`] held open without a word, from many addresses and
+    /// many from one, before a client connects: the client's handshake and first record still
+    /// go through (before, every handshake slot was held and its connection was closed at once).
+    #[tokio::test]
+    async fn idle_connections_do_not_lock_a_client_out() {
+        let mut rng = rand::rng();
+        let gw = Keypair::generate(&mut rng);
+        let client = Keypair::generate(&mut rng);
+        let gw_public = gw.public;
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let peers: Peers = Arc::new(Mutex::new(vec![Peer {
+            name: "c".into(),
+            public: client.public,
+            allowed: Vec::new(),
+            conn: None,
+            remote: None,
+            connections: 0,
+        }]));
+        let c = Arc::new(Counters::default());
+        let (tun_tx, _tun_rx) = mpsc::channel(16);
+        let gateway = tokio::spawn(accept(
+            vec![l],
+            Arc::new(gw),
+            peers.clone(),
+            1500,
+            c.clone(),
+            tun_tx,
+        ));
+        let from = |last: u8| async move {
+            let s = tokio::net::TcpSocket::new_v4().unwrap();
+            s.bind(SocketAddr::new(ip(last), 0)).unwrap();
+            s.connect(addr).await.unwrap()
+        };
+        let mut idle = Vec::new();
+        // Eight addresses with 12 each (96: the overall bound), and 40 from one more (its own).
+        for last in 3..=10 {
+            for _ in 0..12 {
+                idle.push(from(last).await);
+            }
+        }
+        for _ in 0..40 {
+            idle.push(from(1).await);
+        }
+        let stream = from(2).await;
+        let (mut r, mut w) = stream.into_split();
+        let handshake = async {
+            let mut hs = crate::secure::noise::initiator(
+                &client.private,
+                &gw_public,
+                PROLOGUE,
+                &mut rand::rng(),
+            )
+            .unwrap();
+            let mut buf = vec![0u8; 256];
+            let n = hs.write_message(&[], &mut buf).unwrap();
+            write_message(&mut w, &buf[..n]).await?;
+            let mut msg = Vec::new();
+            read_message(&mut r, &mut msg).await?;
+            hs.read_message(&msg, &mut buf).unwrap();
+            let (st, _) = transport(hs).unwrap();
+            let mut sealer = Sealer {
+                state: st,
+                nonce: 0,
+                out: Vec::new(),
+            };
+            sealer.send(&mut w, &[], &Counters::default()).await?;
+            while c.connections.load(Ordering::Relaxed) == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Ok::<_, io::Error>(())
+        };
+        tokio::time::timeout(Duration::from_secs(3), handshake)
+            .await
+            .expect("the client's handshake finished in time")
+            .expect("the gateway answered the client's handshake");
+        assert_eq!(peers.lock().unwrap()[0].connections, 1);
+        // 136 idle connections and the client admitted; 64 slots.
+        let evicted = c.handshake_evicted.load(Ordering::Relaxed);
+        assert!(evicted >= 136 - HANDSHAKES as u64, "{evicted} displaced");
+        gateway.abort();
+        drop(idle);
+    }
 }

@@ -12,7 +12,9 @@
 //! [`MAX_RECORD`] plaintext bytes, each `u16 length ‖ ciphertext`, the plaintext being IP packets
 //! back to back (SPEC M5, cut again by their IP length). Nonces count records in each direction
 //! (the stream is reliable and ordered). A gateway keeps nothing for a connection until its
-//! handshake is done, at most [`HANDSHAKES`] handshakes run at once, each for at most
+//! handshake is done, at most [`HANDSHAKES`] handshakes run at once (a new connection beyond
+//! takes the place of the oldest, and of its own source's oldest beyond
+//! [`HANDSHAKES_PER_SOURCE`], so idle connections cannot lock clients out), each for at most
 //! [`HANDSHAKE_TIMEOUT`]; a client's new connection replaces its old one only once its first
 //! record authenticated, so a replayed first message cannot take a client's place.
 //!
@@ -54,8 +56,10 @@ use crate::frame::StoP;
 pub const MAX_RECORD: usize = 16 * 1024;
 /// Noise's tag on every record.
 const TAG: usize = 16;
-/// Handshakes a gateway runs at once; more connections wait (unauthenticated, no state).
+/// Handshakes a gateway runs at once; a new connection beyond takes the oldest one's place.
 pub const HANDSHAKES: usize = 64;
+/// Handshakes from one source address at once; beyond, its own oldest gives way.
+pub const HANDSHAKES_PER_SOURCE: usize = 16;
 /// A handshake not finished in this time is dropped.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Batches queued towards one connection's writer; beyond, packets are dropped and counted.
@@ -74,7 +78,7 @@ struct Counters {
     bytes_sent: AtomicU64,
     bytes_received: AtomicU64,
     handshake_failed: AtomicU64,
-    handshake_busy: AtomicU64,
+    handshake_evicted: AtomicU64,
     unknown_client: AtomicU64,
     bad_record: AtomicU64,
     stop_invalid: AtomicU64,
@@ -100,7 +104,7 @@ impl Counters {
             },
             "drops": {
                 "handshake_failed": g(&self.handshake_failed),
-                "handshake_busy": g(&self.handshake_busy),
+                "handshake_evicted": g(&self.handshake_evicted),
                 "unknown_client": g(&self.unknown_client),
                 "bad_record": g(&self.bad_record),
                 "stop_invalid": g(&self.stop_invalid),
@@ -186,9 +190,14 @@ struct Sealer {
 }
 
 impl Sealer {
+    /// Seals `plain` into records of at most [`MAX_RECORD`] bytes and writes them; an empty
+    /// `plain` is one empty record (the client's first, which proves its handshake).
     async fn send(&mut self, w: &mut OwnedWriteHalf, plain: &[u8], c: &Counters) -> io::Result<()> {
         self.out.clear();
-        for chunk in plain.chunks(MAX_RECORD) {
+        let mut rest = plain;
+        loop {
+            let (chunk, more) = rest.split_at(rest.len().min(MAX_RECORD));
+            rest = more;
             let at = self.out.len();
             self.out.resize(at + 2 + chunk.len() + TAG, 0);
             let n = self
@@ -199,6 +208,9 @@ impl Sealer {
             self.out[at..at + 2].copy_from_slice(&(n as u16).to_be_bytes());
             self.out.truncate(at + 2 + n);
             Counters::add(&c.records_sent, 1);
+            if rest.is_empty() {
+                break;
+            }
         }
         Counters::add(&c.bytes_sent, plain.len() as u64);
         w.write_all(&self.out).await
@@ -488,6 +500,13 @@ mod tests {
             got.extend(opener.next(&mut sr, &c).await.unwrap());
         }
         assert_eq!(got, stream);
+
+        // Nothing to send is one empty record: the client's first, which the gateway waits
+        // for before the connection is the client's (it sent none, and the gateway dropped an
+        // idle client's connection after HANDSHAKE_TIMEOUT).
+        sealer.send(&mut cw, &[], &c).await.unwrap();
+        assert_eq!(opener.next(&mut sr, &c).await.unwrap(), Vec::<u8>::new());
+        assert_eq!(c.records_received.load(Ordering::Relaxed), 4);
 
         // A record with one byte flipped on the wire.
         let mut evil = Sealer {
