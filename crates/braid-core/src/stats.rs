@@ -44,10 +44,11 @@ pub enum DropReason {
     ClosedPath,
     #[error("too many paths")]
     TooManyPaths,
-    /// The packet would open one more hole in its path's received packet numbers than the
-    /// receiver keeps ([`MAX_RX_RANGES`](crate::connection::MAX_RX_RANGES)); the sender
-    /// resends it as it would a lost one.
-    #[error("too many holes in the path's packet numbers")]
+    /// The packet would open one more hole than the receiver keeps, in its path's received
+    /// packet numbers ([`MAX_RX_RANGES`](crate::connection::MAX_RX_RANGES)) or in the stream
+    /// held out of order (one piece per 512 bytes of the receive buffer); the sender resends it
+    /// as it would a lost one.
+    #[error("too many holes to keep")]
     TooManyHoles,
     #[error("protocol violation")]
     Protocol,

@@ -171,6 +171,51 @@ fn packet_numbers_skipped_on_purpose_cannot_grow_the_receiver_without_end() {
     );
 }
 
+/// A peer that sends the stream in one-byte pieces a byte apart, out of order: each piece
+/// would cost the receiver its own allocation and map entry (50–90 times the window in
+/// memory). The receiver holds at most one piece per 512 bytes of its buffer; a datagram with
+/// a piece beyond is dropped before it is acknowledged (the sender resends it as a lost one),
+/// and the transfer in progress is unharmed.
+#[test]
+fn stream_pieces_a_byte_apart_cannot_hold_many_times_the_window() {
+    use braid_core::wire::{self, Frame, Header, PathId};
+    let (mut p, mut feed, expected) = mid_transfer();
+    let max_pieces = (Config::default().receive_buffer / 512).max(256);
+    // Beyond the transfer's 400 kB, within the 4 MB window; path numbers far above the
+    // transfer's, in a row.
+    let forged = max_pieces + 2000;
+    let base = 1 << 20;
+    let mut refused = 0;
+    for k in 0..forged {
+        let h = Header {
+            path: PathId(0),
+            seq: (1 << 21) + k,
+            timestamp: 0,
+        };
+        let mut d = Vec::new();
+        let frame = Frame::Data {
+            dsn: base + 2 * k,
+            fin: false,
+            payload: &[7],
+        };
+        wire::emit(&h, &[frame], &mut d);
+        refused += u64::from(p.server.handle_datagram(p.now, &d).is_err());
+    }
+    let holes = p.server.stats().dropped.too_many_holes;
+    assert_eq!(holes, refused, "every refusal counted");
+    let kept = forged - holes;
+    // The transfer's own reordering may hold a few pieces already.
+    assert!(
+        kept <= max_pieces && kept + 64 >= max_pieces,
+        "{kept} forged pieces kept (at most {max_pieces}), {holes} refused"
+    );
+    p.run_until_with(Instant::from_millis(30_000), &mut feed);
+    assert!(
+        p.server_received == expected,
+        "the transfer completes intact"
+    );
+}
+
 /// Found by `cargo fuzz run connection_datagram`: a forged DATA_ACK acknowledging bytes that
 /// were written but never sent made the sender release them and then read the released range.
 #[test]

@@ -31,9 +31,13 @@ impl Connection {
         let mut spill: Vec<Frame<'_>> = Vec::new();
         let mut ack_eliciting = false;
         let mut open = None;
+        let mut too_many_pieces = false;
         for (count, f) in frames.enumerate() {
             let f = f.map_err(DropReason::Malformed)?;
             ack_eliciting |= f.is_ack_eliciting();
+            if let Frame::Data { dsn, payload, .. } = f {
+                too_many_pieces |= !self.recv.admits(dsn, payload.len() as u64);
+            }
             if let Frame::PathOpen {
                 local,
                 remote,
@@ -54,6 +58,9 @@ impl Connection {
             && (!self.closed_gracefully() || self.path_index(header.path).is_none())
         {
             return Err(DropReason::Closed);
+        }
+        if too_many_pieces {
+            return Err(DropReason::TooManyHoles);
         }
         let idx = match self.path_index(header.path) {
             Some(i) => {

@@ -11,6 +11,11 @@ use crate::range_set::RangeSet;
 const CHUNK: usize = 16 * 1024;
 /// Buffers kept for reuse.
 const SPARE_BUFFERS: usize = 64;
+/// Out-of-order pieces held per byte of capacity (see [`RecvBuf::admits`]): one per 512 bytes,
+/// while a sender's segments are about a thousand bytes.
+const BYTES_PER_PIECE: u64 = 512;
+/// Out-of-order pieces held whatever the capacity.
+const MIN_PIECES: usize = 256;
 
 /// In-order bytes not yet read: a queue of chunks, the first one partly consumed.
 #[derive(Debug, Default)]
@@ -165,6 +170,26 @@ impl RecvBuf {
 
     pub fn ooo_bytes(&self) -> u64 {
         self.ooo_bytes
+    }
+
+    /// Most out-of-order pieces held: one per [`BYTES_PER_PIECE`] of capacity, at least
+    /// [`MIN_PIECES`].
+    fn max_pieces(&self) -> usize {
+        usize::try_from(self.capacity / BYTES_PER_PIECE)
+            .unwrap_or(usize::MAX)
+            .max(MIN_PIECES)
+    }
+
+    /// Whether stream bytes `[dsn, dsn + len)` can be taken without holding more out-of-order
+    /// pieces than [`RecvBuf::max_pieces`]: always below the bound, and at it when they are in
+    /// order or already held. Each piece costs its own allocation and map entry, so one-byte
+    /// pieces a byte apart could otherwise hold tens of times the window in memory; the
+    /// datagram carrying a refused piece is dropped before it is acknowledged, and the sender
+    /// resends it as a lost one.
+    pub fn admits(&self, dsn: u64, len: u64) -> bool {
+        self.ooo.len() < self.max_pieces()
+            || dsn <= self.cum
+            || self.ooo_ranges.contains_range(dsn, dsn.saturating_add(len))
     }
 
     pub fn readable(&self) -> usize {

@@ -6,6 +6,13 @@ use std::collections::VecDeque;
 use crate::range_set::RangeSet;
 use crate::scheduler::Priority;
 
+/// Most disjoint ranges of DATA_ACK's selective acknowledgements kept. They only spare
+/// resending what already arrived; a range that would be one more is ignored (its bytes count
+/// as unacknowledged until the cumulative point passes them). A receiver's holes are its
+/// out-of-order pieces, at most one per 512 bytes of its buffer; a peer acknowledging every
+/// other byte would otherwise grow the set, and the scans over it, with all it was sent.
+pub(crate) const MAX_PEER_SACKED: usize = 8192;
+
 #[derive(Debug)]
 pub(crate) struct SendBuf {
     /// Data sequence number of `data[0]`.
@@ -145,7 +152,10 @@ impl SendBuf {
                 return false;
             }
             let s = s.max(self.peer_cum);
-            if !self.peer_sacked.contains_range(s, e) {
+            let room = self.peer_sacked.len() < MAX_PEER_SACKED
+                || self.peer_sacked.touches(s)
+                || self.peer_sacked.touches(e.saturating_sub(1));
+            if room && !self.peer_sacked.contains_range(s, e) {
                 self.peer_sacked.insert(s, e);
             }
         }
@@ -262,5 +272,19 @@ mod tests {
         assert!(!b.range_acked(20, 11, false));
         // Acknowledging unsent data is refused.
         assert!(!b.on_data_ack(101, 0, std::iter::empty(), 100));
+    }
+
+    #[test]
+    fn selective_acknowledgements_of_every_other_byte_are_kept_to_a_bound() {
+        let n = 4 * MAX_PEER_SACKED as u64;
+        let mut b = SendBuf::new(n, n);
+        b.write(&vec![0; n as usize]);
+        let every_other = (1..n / 2).map(|k| (2 * k, 2 * k + 1));
+        assert!(b.on_data_ack(0, n, every_other, n));
+        assert_eq!(b.peer_sacked.len(), MAX_PEER_SACKED);
+        // What extends or joins a kept range is still taken; the rest counts as unacknowledged.
+        assert!(b.on_data_ack(0, n, [(n - 2, n - 1), (3, 4)].into_iter(), n));
+        assert_eq!(b.peer_sacked.len(), MAX_PEER_SACKED - 1);
+        assert!(b.is_acked(3) && !b.is_acked(n - 2));
     }
 }
