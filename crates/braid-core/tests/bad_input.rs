@@ -123,6 +123,33 @@ fn truncations_of_every_real_datagram_are_rejected() {
     assert!(p.server.stats().dropped.malformed > 0);
 }
 
+/// Hands the server a datagram of path 0 with packet number `seq` and one frame, as the peer
+/// would; returns whether it was taken.
+fn forge(p: &mut Pair, seq: u64, frame: braid_core::wire::Frame<'_>) -> bool {
+    use braid_core::wire::{self, Header, PathId};
+    let h = Header {
+        path: PathId(0),
+        seq,
+        timestamp: 0,
+    };
+    let mut d = Vec::new();
+    wire::emit(&h, &[frame], &mut d);
+    p.server.handle_datagram(p.now, &d).is_ok()
+}
+
+/// After `forged` datagrams of which `refused` were not taken: each refusal was counted as a
+/// hole too many, and the server kept about `bound` of them (at most, and at most 64 fewer:
+/// the transfer's own reordering may hold a few already).
+fn kept_to_the_bound(p: &Pair, forged: u64, refused: u64, bound: u64) {
+    let holes = p.server.stats().dropped.too_many_holes;
+    assert_eq!(holes, refused, "every refusal counted as a hole too many");
+    let kept = forged - holes;
+    assert!(
+        kept <= bound && kept + 64 >= bound,
+        "{kept} forged datagrams kept (at most {bound}), {holes} refused"
+    );
+}
+
 /// A peer that skips packet numbers on purpose leaves a hole per packet: the receiver keeps at
 /// most MAX_RX_RANGES of them (the packets that would open more are dropped and counted) and
 /// refuses numbers more than MAX_RX_AHEAD above the path's cumulative point; the transfer in
@@ -130,39 +157,17 @@ fn truncations_of_every_real_datagram_are_rejected() {
 #[test]
 fn packet_numbers_skipped_on_purpose_cannot_grow_the_receiver_without_end() {
     use braid_core::connection::{MAX_RX_AHEAD, MAX_RX_RANGES};
-    use braid_core::wire::{self, Frame, Header, PathId};
+    use braid_core::wire::Frame;
     let (mut p, mut feed, expected) = mid_transfer();
     // Far above anything the transfer will number, every other number.
     let forged = 6000u64;
     let base = MAX_RX_AHEAD / 2;
-    let mut refused = 0;
-    for k in 0..forged {
-        let h = Header {
-            path: PathId(0),
-            seq: base + 2 * k,
-            timestamp: 0,
-        };
-        let mut d = Vec::new();
-        wire::emit(&h, &[Frame::Ping], &mut d);
-        refused += u64::from(p.server.handle_datagram(p.now, &d).is_err());
-    }
-    let holes = p.server.stats().dropped.too_many_holes;
-    assert_eq!(holes, refused, "every refusal counted as a hole too many");
-    let kept = forged - holes;
-    // The transfer's own reordering may hold a few ranges already.
-    assert!(
-        kept <= MAX_RX_RANGES as u64 && kept + 64 >= MAX_RX_RANGES as u64,
-        "{kept} forged packets kept, {holes} refused"
-    );
-    let h = Header {
-        path: PathId(0),
-        seq: base + MAX_RX_AHEAD,
-        timestamp: 0,
-    };
-    let mut d = Vec::new();
-    wire::emit(&h, &[Frame::Ping], &mut d);
+    let refused = (0..forged)
+        .filter(|k| !forge(&mut p, base + 2 * k, Frame::Ping))
+        .count() as u64;
+    kept_to_the_bound(&p, forged, refused, MAX_RX_RANGES as u64);
     let protocol = p.server.stats().dropped.protocol;
-    assert!(p.server.handle_datagram(p.now, &d).is_err());
+    assert!(!forge(&mut p, base + MAX_RX_AHEAD, Frame::Ping));
     assert_eq!(p.server.stats().dropped.protocol, protocol + 1);
     p.run_until_with(Instant::from_millis(30_000), &mut feed);
     assert!(
@@ -178,37 +183,24 @@ fn packet_numbers_skipped_on_purpose_cannot_grow_the_receiver_without_end() {
 /// and the transfer in progress is unharmed.
 #[test]
 fn stream_pieces_a_byte_apart_cannot_hold_many_times_the_window() {
-    use braid_core::wire::{self, Frame, Header, PathId};
+    use braid_core::wire::Frame;
     let (mut p, mut feed, expected) = mid_transfer();
     let max_pieces = (Config::default().receive_buffer / 512).max(256);
     // Beyond the transfer's 400 kB, within the 4 MB window; path numbers far above the
     // transfer's, in a row.
     let forged = max_pieces + 2000;
     let base = 1 << 20;
-    let mut refused = 0;
-    for k in 0..forged {
-        let h = Header {
-            path: PathId(0),
-            seq: (1 << 21) + k,
-            timestamp: 0,
-        };
-        let mut d = Vec::new();
-        let frame = Frame::Data {
-            dsn: base + 2 * k,
-            fin: false,
-            payload: &[7],
-        };
-        wire::emit(&h, &[frame], &mut d);
-        refused += u64::from(p.server.handle_datagram(p.now, &d).is_err());
-    }
-    let holes = p.server.stats().dropped.too_many_holes;
-    assert_eq!(holes, refused, "every refusal counted");
-    let kept = forged - holes;
-    // The transfer's own reordering may hold a few pieces already.
-    assert!(
-        kept <= max_pieces && kept + 64 >= max_pieces,
-        "{kept} forged pieces kept (at most {max_pieces}), {holes} refused"
-    );
+    let refused = (0..forged)
+        .filter(|k| {
+            let piece = Frame::Data {
+                dsn: base + 2 * k,
+                fin: false,
+                payload: &[7],
+            };
+            !forge(&mut p, (1 << 21) + k, piece)
+        })
+        .count() as u64;
+    kept_to_the_bound(&p, forged, refused, max_pieces);
     p.run_until_with(Instant::from_millis(30_000), &mut feed);
     assert!(
         p.server_received == expected,
