@@ -333,6 +333,16 @@ impl Bridge {
     }
 
     /// A kernel event, as path-manager events.
+    /// The connections known here that are not among the kernel's `live` tokens (closed while
+    /// their events were lost).
+    pub fn gone(&self, live: &[u32]) -> Vec<Token> {
+        self.conns
+            .keys()
+            .filter(|t| !live.contains(t))
+            .map(|&t| Token(t))
+            .collect()
+    }
+
     pub fn on_kernel(&mut self, e: &PmEvent) -> Vec<Event> {
         let mut out = Vec::new();
         match e {
@@ -814,10 +824,14 @@ mod tests {
                 iface: Some(IfaceId(5)),
             }]
         );
+        // After an event overrun the kernel's list of connections tells which are gone.
+        assert_eq!(b.gone(&[7, 8]), Vec::<Token>::new());
+        assert_eq!(b.gone(&[8]), vec![Token(7)]);
         // CLOSED forgets every subflow of the connection.
         b.on_kernel(&PmEvent::Closed { token: Token(7) });
         assert!(b.subflows.is_empty());
         assert!(b.conns.is_empty());
+        assert!(b.gone(&[]).is_empty());
     }
 
     /// The capacity-aware modes' traffic sample: the subflow sockets of known connections,

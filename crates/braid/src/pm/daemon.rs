@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use braid_core::Instant;
@@ -22,12 +23,21 @@ use super::revive::Revive;
 /// Kernel requests that failed, kept for `status`.
 const ERRORS_KEPT: usize = 20;
 
+/// After an event overrun, the kernel's connections are listed once the socket has been quiet
+/// this long (the events queued before the overrun read), and again after each listing that
+/// found connections gone…
+const RESYNC_QUIET: Duration = Duration::from_millis(100);
+/// …or this long after the overrun, whichever comes first.
+const RESYNC_LATEST: Duration = Duration::from_secs(2);
+
 #[derive(Default)]
 struct Counters {
     kernel_events: u64,
     net_events: u64,
     requests: u64,
     request_errors: u64,
+    /// Connections found gone after an event overrun (their CLOSED event was lost).
+    closed_in_overrun: u64,
     last_errors: VecDeque<String>,
     refused: Refused,
 }
@@ -166,6 +176,8 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
     let mut signal_open = true;
     let mut drain_at: Option<tokio::time::Instant> = None;
     let mut decisions_logged = 0;
+    let mut overruns_seen = 0;
+    let mut resync: Option<(tokio::time::Instant, tokio::time::Instant)> = None;
     loop {
         let deadline = pm
             .poll_timeout()
@@ -210,6 +222,50 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                     _ => {}
                 }
                 evs = bridge.on_kernel(&e);
+                // Events were lost: the connections closed meanwhile would stay in the tables
+                // for good. Once the events still queued are read (the socket quiet for
+                // RESYNC_QUIET, or RESYNC_LATEST after the overrun at the latest), the kernel's
+                // list of connections tells which are gone.
+                let t = tokio::time::Instant::now();
+                if events.overruns() > overruns_seen {
+                    overruns_seen = events.overruns();
+                    resync = Some((t + RESYNC_QUIET, t + RESYNC_LATEST));
+                } else if let Some((_, latest)) = resync {
+                    resync = Some(((t + RESYNC_QUIET).min(latest), latest));
+                }
+            }
+            () = async {
+                match resync {
+                    Some((at, _)) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                resync = None;
+                match diag.as_mut().map(|d| d.dump()) {
+                    Some(dump) => match dump.await {
+                        Ok(conns) => {
+                            let live: Vec<u32> = conns.iter().map(|c| c.token).collect();
+                            let gone = bridge.gone(&live);
+                            // Events queued before the overrun may still be coming in (each
+                            // can take a kernel request): look again until nothing is found.
+                            if !gone.is_empty() {
+                                let t = tokio::time::Instant::now();
+                                resync = Some((t + RESYNC_QUIET, t + RESYNC_LATEST));
+                            }
+                            for token in gone {
+                                counters.closed_in_overrun += 1;
+                                drain.closed(token, None);
+                                revive.expire(now(), Some(token));
+                                evs.extend(bridge.on_kernel(&PmEvent::Closed { token }));
+                            }
+                        }
+                        Err(e) => tracing::warn!("sock_diag after an event overrun: {e}"),
+                    },
+                    None => tracing::warn!(
+                        "kernel events were lost (receive buffer overrun); without sock_diag \
+                         connections closed meanwhile stay in the tables"
+                    ),
+                }
             }
             () = async {
                 match drain_at {
@@ -521,6 +577,7 @@ fn status_json(
             "kernel_events": counters.kernel_events,
             "malformed_kernel_events": events.malformed(),
             "event_overruns": events.overruns(),
+            "closed_in_overrun": counters.closed_in_overrun,
             "net_events": counters.net_events,
             "kernel_requests": counters.requests,
             "kernel_request_errors": counters.request_errors,
