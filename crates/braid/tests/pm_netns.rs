@@ -1041,23 +1041,9 @@ impl Drop for Lab {
 
 /// An MPTCP listener in `ns` on `port` that accepts and closes connections until `stop`.
 fn acceptor(ns: &NetNs, port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let s = ns.run(move || {
-        let s = Socket::new(
-            Domain::IPV4,
-            Type::STREAM,
-            Some(Protocol::from(IPPROTO_MPTCP)),
-        )
-        .expect("MPTCP socket");
-        s.set_reuse_address(true).unwrap();
-        let addr: std::net::SocketAddr = format!("0.0.0.0:{port}").parse().unwrap();
-        s.bind(&addr.into()).unwrap();
-        s.listen(4096).unwrap();
-        // Non-blocking, to look at `stop` (an MPTCP listener's accept(2) ignores
-        // SO_RCVTIMEO).
-        s.set_nonblocking(true).unwrap();
-        s
-    });
+    let s = mptcp_listener(ns, port, 4096);
+    // Non-blocking, to look at `stop` (an MPTCP listener's accept(2) ignores SO_RCVTIMEO).
+    s.set_nonblocking(true).unwrap();
     std::thread::spawn(move || {
         let mut accepted = 0;
         while !stop.load(Ordering::Relaxed) {
@@ -1072,17 +1058,11 @@ fn acceptor(ns: &NetNs, port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHa
 
 /// `n` MPTCP connections from `ns` to the server's `port`, opened one after the other.
 fn connections(ns: &NetNs, port: u16, n: usize) -> Vec<socket2::Socket> {
-    use socket2::{Domain, Protocol, Socket, Type};
     ns.run(move || {
         let to: std::net::SocketAddr = format!("{SERVER}:{port}").parse().unwrap();
         (0..n)
             .map(|_| {
-                let s = Socket::new(
-                    Domain::IPV4,
-                    Type::STREAM,
-                    Some(Protocol::from(IPPROTO_MPTCP)),
-                )
-                .expect("MPTCP socket");
+                let s = mptcp_socket();
                 s.connect(&to.into()).expect("connect");
                 s
             })

@@ -162,22 +162,32 @@ impl Received {
     }
 }
 
-/// An MPTCP listener in the server namespace; returns what it received on one connection.
-pub fn receiver(ns: &NetNs, port: u16) -> JoinHandle<Received> {
-    // The socket belongs to the namespace it was created in, whichever thread uses it.
-    let s = ns.run(move || {
-        let s = Socket::new(
-            Domain::IPV4,
-            Type::STREAM,
-            Some(Protocol::from(IPPROTO_MPTCP)),
-        )
-        .expect("MPTCP socket");
+/// An IPv4 MPTCP socket, in the namespace of the calling thread.
+pub fn mptcp_socket() -> Socket {
+    Socket::new(
+        Domain::IPV4,
+        Type::STREAM,
+        Some(Protocol::from(IPPROTO_MPTCP)),
+    )
+    .expect("MPTCP socket")
+}
+
+/// An MPTCP socket of `ns` listening on `port` with `backlog`. The socket belongs to the
+/// namespace it was created in, whichever thread uses it.
+pub fn mptcp_listener(ns: &NetNs, port: u16, backlog: i32) -> Socket {
+    ns.run(move || {
+        let s = mptcp_socket();
         s.set_reuse_address(true).unwrap();
         let addr: SocketAddr = format!("0.0.0.0:{port}").parse().unwrap();
         s.bind(&addr.into()).unwrap();
-        s.listen(1).unwrap();
+        s.listen(backlog).unwrap();
         s
-    });
+    })
+}
+
+/// An MPTCP listener in the server namespace; returns what it received on one connection.
+pub fn receiver(ns: &NetNs, port: u16) -> JoinHandle<Received> {
+    let s = mptcp_listener(ns, port, 1);
     std::thread::spawn(move || {
         let (c, _) = s.accept().unwrap();
         let mut c: std::net::TcpStream = c.into();
@@ -239,14 +249,7 @@ pub fn sender_with(
     stop: Arc<AtomicBool>,
     opts: SendOpts,
 ) -> JoinHandle<Sent> {
-    let s = ns.run(|| {
-        Socket::new(
-            Domain::IPV4,
-            Type::STREAM,
-            Some(Protocol::from(IPPROTO_MPTCP)),
-        )
-        .expect("MPTCP socket")
-    });
+    let s = ns.run(mptcp_socket);
     if let Some(b) = opts.send_buffer {
         s.set_send_buffer_size(b).expect("SO_SNDBUF");
     }
