@@ -356,8 +356,7 @@ fn failure(t: &Topo, opts: SendOpts, silent: Duration, before_failure: impl FnOn
     before_failure();
     let silent_at = std::time::Instant::now();
     if !silent.is_zero() {
-        sh(&t.client, "iptables -A OUTPUT -o c1 -j DROP");
-        sh(&t.client, "iptables -A INPUT -i c1 -j DROP");
+        silence(&t.client, "-A");
         std::thread::sleep(silent);
     }
     let down_at = std::time::Instant::now();
@@ -388,6 +387,16 @@ fn failure(t: &Topo, opts: SendOpts, silent: Duration, before_failure: impl FnOn
 }
 
 /// The number of MPTCP subflows (TCP sockets with the mptcp ULP) in the client namespace.
+/// Makes link c1 of the client silent both ways (`op` "-A") or carry again ("-D"), in one
+/// transaction, as a radio that stops carrying data before the link layer declares it lost.
+fn silence(client: &NetNs, op: &str) {
+    let out = format!("{op} OUTPUT -o c1 -j DROP");
+    let inbound = format!("{op} INPUT -i c1 -j DROP");
+    client
+        .iptables(&[&out, &inbound])
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
 fn subflow_count(t: &Topo) -> usize {
     let out = t.client.output(&["ss", "-tni"]).unwrap();
     String::from_utf8_lossy(&out.stdout)
@@ -717,11 +726,9 @@ name = "c2"
             subflows(s).contains(&("c1".to_string(), true))
         });
         std::thread::sleep(Duration::from_millis(500));
-        sh(&t.client, "iptables -A OUTPUT -o c1 -j DROP");
-        sh(&t.client, "iptables -A INPUT -i c1 -j DROP");
+        silence(&t.client, "-A");
         std::thread::sleep(Duration::from_secs(3));
-        sh(&t.client, "iptables -D OUTPUT -o c1 -j DROP");
-        sh(&t.client, "iptables -D INPUT -i c1 -j DROP");
+        silence(&t.client, "-D");
         std::thread::sleep(rise);
         let base = tx_bytes(&t.client, "c1");
         let t0 = std::time::Instant::now();
