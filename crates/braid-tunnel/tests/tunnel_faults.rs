@@ -236,3 +236,71 @@ fn a_tun_mtu_raised_mid_transfer_gets_too_big_answers_and_the_transfers_complete
         "the new transfer took {took:?}"
     );
 }
+
+/// Paths narrower than 1500 bytes, with the default configuration. Link c0 and its router end
+/// have an MTU of 1400 from the start (an LTE or PPPoE access link), c1 1500: the client
+/// measures its links, announces the narrower in its handshake, and both ends send datagrams
+/// of at most 1372 bytes on every path (before, none of c0's datagrams fitted and nothing went
+/// through). Two seconds into a transfer each way, the router's link to the gateway narrows to
+/// 1300 bytes: the router answers the client's larger datagrams with ICMP "fragmentation
+/// needed", the client finds the narrower path at its next measurement (`REMEASURE`, 1 s),
+/// replaces the connection with one of 1272-byte datagrams (the gateway measures its route
+/// back as well), and both transfers complete intact.
+#[test]
+fn paths_narrower_than_1500_bytes_get_datagrams_that_fit() {
+    let _s = serial();
+    if !require_root() {
+        return;
+    }
+    let topo = Topo::routed("bfn", Some([20, 10]));
+    sh(&topo.client, "ip link set c0 mtu 1400");
+    sh(topo.router(), "ip link set r0 mtu 1400");
+    let keys = Keys::new();
+    let gw_at = format!("{ROUTED_GW}:{GW_PORT}");
+    let _gw = Daemon::gateway(&topo.gw, gateway_config(&topo, &keys, ""));
+    let ccfg = client_config_with(
+        &topo,
+        &keys,
+        [&gw_at, &gw_at],
+        &[],
+        &["10.0.9.0/24"],
+        "",
+        "",
+    );
+    let cl = Daemon::client(&topo.client, ccfg);
+    wait_paths(&cl, 2, Duration::from_secs(10));
+    let v = cl.status();
+    eprintln!(
+        "links: {}; datagrams of {} bytes",
+        v["links"], v["datagram_payload"]
+    );
+    assert_eq!(v["links"][0]["path_payload"], 1372, "{}", v["links"]);
+    assert_eq!(v["datagram_payload"], 1372, "{v}");
+    let (up, down) = (file_bytes(16 << 20), file_bytes(12 << 20));
+    let (up_sum, down_sum) = (sha256(&up), sha256(&down));
+    let rx_up = tcp_receiver_at(&topo.server, "0.0.0.0:5001");
+    let rx_down = tcp_receiver_at(&topo.client, "0.0.0.0:5004");
+    let tx_up = tcp_send(&topo.client, up);
+    let tx_down = tcp_send_to(&topo.server, "10.200.0.2:5004", down);
+    std::thread::sleep(Duration::from_secs(2));
+    sh(topo.router(), "ip link set r8 mtu 1300");
+    sh(&topo.gw, "ip link set g8 mtu 1300");
+    let _ = tx_up.join().expect("the upload finished");
+    let _ = tx_down.join().expect("the download finished");
+    let (got_up, got_down) = (rx_up.join().unwrap(), rx_down.join().unwrap());
+    let v = cl.status();
+    eprintln!(
+        "after the narrowing: datagrams of {} bytes; connections replaced {}; links {}",
+        v["datagram_payload"], v["connections_replaced"], v["links"]
+    );
+    assert_eq!(got_up.sha256, up_sum, "the upload is intact");
+    assert_eq!(got_down.sha256, down_sum, "the download is intact");
+    assert_eq!(v["datagram_payload"], 1272, "{v}");
+    assert!(
+        v["connections_replaced"]["smaller_path_mtu"]
+            .as_u64()
+            .is_some_and(|n| n >= 1),
+        "{}",
+        v["connections_replaced"]
+    );
+}

@@ -41,6 +41,8 @@ const HANDSHAKE_RETRY_MAX: Duration = Duration::from_secs(1);
 const PROBE_AFTER: Duration = Duration::from_millis(500);
 /// A connection with data queued and no usable path this long is logged.
 const PATHLESS_REPORT: Duration = Duration::from_secs(1);
+/// How often the paths of the links that are up are measured again (`udp::path_payload`).
+const REMEASURE: Duration = Duration::from_secs(1);
 /// Probes after a re-addressing beyond the first, and how far apart.
 const REPROBES: u8 = 3;
 const REPROBE_EVERY: Duration = Duration::from_millis(100);
@@ -94,6 +96,15 @@ pub(crate) struct Client {
     replaced_pathless: u64,
     /// Connections replaced because the gateway restarted (another instance answered).
     replaced_restart: u64,
+    /// The largest UDP payload of the current connection's datagrams.
+    conn_payload: usize,
+    /// Connections replaced because a link came up whose path carries less than that.
+    replaced_mtu: u64,
+    /// A link came up whose path carries smaller datagrams than the connection sends: a new
+    /// handshake (announcing the smaller size) and then a new connection.
+    restart_for_mtu: bool,
+    /// When the links' paths were last measured.
+    measured_at: Instant,
 }
 
 impl Drop for Client {
@@ -135,6 +146,9 @@ impl Client {
             let sock = udp::link_socket(&l.name, l.source, gateway)
                 .map_err(|e| DaemonError(format!("link[{i}] ({}): {e}", l.name)))?;
             socks.push(sock);
+            let payload = up
+                .then(|| udp::path_payload(Some(&l.name), l.source, gateway))
+                .flatten();
             links.push(Link {
                 name: l.name.clone(),
                 gateway,
@@ -142,6 +156,7 @@ impl Client {
                 backup: l.backup,
                 up,
                 addrs,
+                payload,
             });
         }
         let tcfg = cfg.tunnel_config()?;
@@ -189,8 +204,15 @@ impl Client {
             pathless_with_link: None,
             replaced_pathless: 0,
             replaced_restart: 0,
+            conn_payload: 0,
+            replaced_mtu: 0,
+            restart_for_mtu: false,
+            measured_at: now,
             cfg,
         };
+        let own = c.own_payload();
+        c.sec
+            .set_max_datagram(u16::try_from(own).unwrap_or(u16::MAX));
         for i in 0..c.links.len() {
             let up = c.links[i].up;
             let e = pm::Event::IfaceNew {
@@ -246,7 +268,11 @@ impl Transport for Client {
             Input::Signal(s) => self.on_signal(now, s),
             Input::Probe => self.probe(now).await,
             Input::Watch => {
-                if self.watch_links(now) {
+                let readdressed = self.watch_links(now);
+                if std::mem::take(&mut self.restart_for_mtu) {
+                    self.start(now).await;
+                }
+                if readdressed {
                     // An interface was re-addressed: tell the gateway the path's new address
                     // now rather than at the next keepalive, and again a few times: the
                     // address often comes before its route (a network manager adds the route
@@ -327,11 +353,15 @@ impl Transport for Client {
             "secure_state": format!("{:?}", self.sec.state()),
             "links": self.links.iter().map(|l| json!({
                 "name": l.name, "up": l.up, "gateway": l.gateway.to_string(), "backup": l.backup,
+                "path_payload": l.payload,
             })).collect::<Vec<_>>(),
             "connections_started": self.connections,
+            "datagram_payload": self.tunnel.as_ref().map(|_| self.conn_payload),
+            "gateway_datagram_payload": self.sec.gateway_max_datagram(),
             "connections_replaced": {
                 "no_usable_path": self.replaced_pathless,
                 "gateway_restarted": self.replaced_restart,
+                "smaller_path_mtu": self.replaced_mtu,
             },
             "udp": udp::io_json(&self.socks),
             "drops": self.drops.json(self.sec.stats(), self.tunnel.iter()),
@@ -439,13 +469,24 @@ impl Client {
         let names: Vec<&str> = self.links.iter().map(|l| l.name.as_str()).collect();
         let states = link_states(&names);
         let mut readdressed = false;
+        // Paths narrow without the link changing (a router's ICMP "fragmentation needed" lowers
+        // the kernel's path MTU): looked at again every REMEASURE.
+        let remeasure = now.saturating_since(self.measured_at) >= REMEASURE;
+        if remeasure {
+            self.measured_at = now;
+        }
         for (i, (up, addrs)) in states.into_iter().enumerate() {
+            let mut measure = false;
             if addrs != self.links[i].addrs {
                 if up && !addrs.is_empty() {
                     info!(link = %self.links[i].name, ?addrs, "link addresses changed");
                     readdressed = true;
+                    measure = true;
                 }
                 self.links[i].addrs = addrs;
+            }
+            if up && (measure || !self.links[i].up || remeasure) {
+                self.measure_payload(now, i);
             }
             if up == self.links[i].up {
                 continue;
@@ -472,7 +513,48 @@ impl Client {
                 self.pm.event(now, &pm::Event::IfaceUpdated { iface, up });
             }
         }
+        // The next handshakes announce what the links up now carry.
+        let own = self.own_payload();
+        self.sec
+            .set_max_datagram(u16::try_from(own).unwrap_or(u16::MAX));
         readdressed
+    }
+
+    /// The largest UDP payload our datagrams may have: the configured core size's, else a
+    /// 1500-byte path's or less, the smallest that the path of a link that is up carries.
+    fn own_payload(&self) -> usize {
+        let configured = self.tcfg.udp_payload();
+        if self.cfg.connection.max_datagram_size != 0 {
+            return configured;
+        }
+        self.links
+            .iter()
+            .filter(|l| l.up)
+            .filter_map(|l| l.payload)
+            .fold(configured, usize::min)
+    }
+
+    /// Measures link `i`'s path (it is up). A path that carries less than the connection's
+    /// datagrams would lose them all: the connection is replaced after a new handshake.
+    fn measure_payload(&mut self, now: Instant, i: usize) {
+        let link = &self.links[i];
+        let payload = udp::path_payload(Some(&link.name), link.source, link.gateway);
+        self.links[i].payload = payload;
+        if let Some(bytes) = payload
+            && self.tunnel.is_some()
+            && bytes < self.conn_payload
+            && self.cfg.connection.max_datagram_size == 0
+        {
+            warn!(
+                link = %self.links[i].name,
+                carries = bytes,
+                sent = self.conn_payload,
+                "the link's path carries smaller datagrams than the connection sends: new connection"
+            );
+            self.replaced_mtu += 1;
+            self.end_connection(now, "a link's path carries smaller datagrams");
+            self.restart_for_mtu = true;
+        }
     }
 
     fn addr_new(&self, i: usize) -> pm::Event {
@@ -540,7 +622,25 @@ impl Client {
                 break id;
             }
         };
-        let mut t = Tunnel::new(&self.tcfg, Side::Client, now, id);
+        // Datagrams that every link up and the gateway take (a gateway that announced
+        // nothing takes the configured size).
+        let own = self.own_payload();
+        let gateway = self
+            .sec
+            .gateway_max_datagram()
+            .map_or(self.tcfg.udp_payload(), usize::from);
+        let payload = own.min(gateway);
+        let tcfg = self.tcfg.for_udp_payload(payload);
+        self.conn_payload = tcfg.udp_payload();
+        if self.conn_payload != self.tcfg.udp_payload() {
+            info!(
+                bytes = self.conn_payload,
+                links = own,
+                gateway,
+                "datagrams sized to the links' and the gateway's"
+            );
+        }
+        let mut t = Tunnel::new(&tcfg, Side::Client, now, id);
         t.gateway_instance = self.sec.gateway_instance();
         self.pathless_reported = false;
         self.pathless_with_link = None;

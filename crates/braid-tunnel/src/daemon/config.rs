@@ -863,7 +863,7 @@ pub(crate) fn core_config(
     }
     let reinjection = policy.with_min_rttvar(Duration::from_secs_f64(floor / 1000.0));
     let max_datagram_size = if c.max_datagram_size == 0 {
-        outer_payload.saturating_sub(crate::secure::wire::DATA_MIN + super::tunnel::CONN_ID_LEN)
+        outer_payload.saturating_sub(super::tunnel::DATAGRAM_OVERHEAD)
     } else {
         c.max_datagram_size
     };
@@ -905,7 +905,11 @@ fn tunnel_config(
     outer_payload: usize,
 ) -> Result<TunnelConfig, ConfigError> {
     let core = core_config(c, outer_payload)?;
-    let ptos = batch(b, core.max_datagram_size - 40, mtu)?;
+    let ptos = batch(
+        b,
+        core.max_datagram_size - super::tunnel::SEGMENT_HEADERS,
+        mtu,
+    )?;
     let mut classes = class_rules(transport, classes)?;
     classes.acks_per_packet = c.acks_per_packet && matches!(transport, Transport::Braid);
     let per_packet_max = core

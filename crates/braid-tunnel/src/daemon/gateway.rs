@@ -128,7 +128,28 @@ impl Gateway {
                 udp::listen_socket(*a, v6_only).map_err(|e| DaemonError(format!("listen: {e}")))?,
             );
         }
-        let tcfg = cfg.tunnel_config()?;
+        let mut tcfg = cfg.tunnel_config()?;
+        if cfg.connection.max_datagram_size == 0 {
+            // A 1500-byte path's datagrams, or less where the route out is narrower.
+            let narrowest = cfg
+                .listen
+                .iter()
+                .filter_map(|a| {
+                    let far = if a.is_ipv4() {
+                        SocketAddr::from(([192, 0, 2, 1], 7))
+                    } else {
+                        return None;
+                    };
+                    udp::path_payload(None, Some(a.ip()), far)
+                })
+                .min();
+            if let Some(bytes) = narrowest.filter(|&b| b < tcfg.udp_payload()) {
+                info!(bytes, "datagrams sized to the narrower route out");
+                tcfg = tcfg.for_udp_payload(bytes);
+            }
+        }
+        // Clients send no larger datagram than this (and say what theirs take).
+        sec.set_max_datagram(u16::try_from(tcfg.udp_payload()).unwrap_or(u16::MAX));
         info!(
             listen = ?cfg.listen,
             clients = peers.len(),
@@ -301,15 +322,17 @@ impl Transport for Gateway {
 
 impl Gateway {
     fn on_datagram(&mut self, now: Instant, sock: usize, from: SocketAddr, dg: &[u8]) {
-        let (peer, plaintext) = match self.sec.handle(now, &from, dg, &mut self.rng) {
+        let (peer, index, plaintext) = match self.sec.handle(now, &from, dg, &mut self.rng) {
             Outcome::Reply(b) => {
                 self.replies.push((sock, from, b));
                 return;
             }
             Outcome::Drop(_) => return,
             Outcome::Data {
-                peer, plaintext, ..
-            } => (peer, plaintext),
+                peer,
+                index,
+                plaintext,
+            } => (peer, index, plaintext),
         };
         let Some(p) = self.peers.get_mut(peer.0 as usize) else {
             return;
@@ -328,8 +351,27 @@ impl Gateway {
         }
         if p.tunnel.as_ref().map(|t| t.id) != Some(id) {
             p.retire();
-            info!(client = %p.name, conn = format!("{id:08x}"), %from, "new connection");
-            p.tunnel = Some(Tunnel::new(&self.tcfg, Side::Server, now, id));
+            // Datagrams no larger than the client's links take, as its handshake said, nor
+            // than the route back to it carries.
+            let own = self.tcfg.udp_payload();
+            let payload = [
+                self.sec.peer_max_datagram(index).map(usize::from),
+                (self.cfg.connection.max_datagram_size == 0)
+                    .then(|| udp::path_payload(None, None, from))
+                    .flatten(),
+            ]
+            .into_iter()
+            .flatten()
+            .fold(own, usize::min);
+            let tcfg = self.tcfg.for_udp_payload(payload);
+            info!(
+                client = %p.name,
+                conn = format!("{id:08x}"),
+                %from,
+                datagram_payload = tcfg.udp_payload(),
+                "new connection"
+            );
+            p.tunnel = Some(Tunnel::new(&tcfg, Side::Server, now, id));
             p.connections += 1;
         }
         let t = p.tunnel.as_mut().expect("just set");

@@ -11,6 +11,9 @@ pub(crate) struct Link {
     pub up: bool,
     /// The interface's addresses at the last look (sorted).
     pub addrs: Vec<IpAddr>,
+    /// The largest UDP payload its path to the gateway carries, measured when it was last
+    /// seen up or re-addressed (`udp::path_payload`; `None`: not known).
+    pub payload: Option<usize>,
 }
 
 impl Link {
@@ -87,6 +90,7 @@ mod tests {
             backup: false,
             up: true,
             addrs: addrs.iter().map(|a| a.parse().unwrap()).collect(),
+            payload: None,
         }
     }
 

@@ -48,6 +48,49 @@ pub struct Out {
 /// Bytes of the connection id in front of each core datagram.
 pub const CONN_ID_LEN: usize = 4;
 
+/// Bytes a core datagram gains inside its UDP datagram: the secure layer's data header and
+/// tag, and the connection id.
+pub const DATAGRAM_OVERHEAD: usize = crate::secure::wire::DATA_MIN + CONN_ID_LEN;
+
+/// Bytes of a core datagram that are not stream payload, for the batching threshold: a PtoS
+/// batch of `[batch] segments` fills that many datagrams.
+pub(crate) const SEGMENT_HEADERS: usize = 40;
+
+impl TunnelConfig {
+    /// The largest UDP payload of this configuration's datagrams.
+    pub fn udp_payload(&self) -> usize {
+        self.core.max_datagram_size + DATAGRAM_OVERHEAD
+    }
+
+    /// This configuration for a connection whose UDP datagrams take at most `udp_payload`
+    /// bytes (what its links and the peer carry): the core's datagram size follows, the
+    /// per-packet carrier's limit with it, and a stream batch keeps its number of datagrams.
+    /// Unchanged if the core cannot take that size (below its 200-byte minimum).
+    pub fn for_udp_payload(&self, udp_payload: usize) -> TunnelConfig {
+        let old = self.core.max_datagram_size;
+        let new = udp_payload.saturating_sub(DATAGRAM_OVERHEAD);
+        if new == old {
+            return self.clone();
+        }
+        let mut core = (*self.core).clone();
+        core.max_datagram_size = new;
+        if core.validate().is_err() {
+            return self.clone();
+        }
+        let segment = |mds: usize| mds.saturating_sub(SEGMENT_HEADERS).max(1);
+        let mut ptos = self.ptos;
+        ptos.threshold = segment(new) * (self.ptos.threshold / segment(old)).max(1);
+        if ptos.validate().is_err() {
+            ptos = self.ptos;
+        }
+        TunnelConfig {
+            core: Arc::new(core),
+            ptos,
+            ..self.clone()
+        }
+    }
+}
+
 /// A connection with its framing.
 #[derive(Debug)]
 pub struct Tunnel {

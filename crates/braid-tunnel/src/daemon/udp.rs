@@ -68,6 +68,36 @@ pub fn link_socket(device: &str, source: Option<IpAddr>, peer: SocketAddr) -> io
     Socket::new(s)
 }
 
+/// The largest UDP payload a datagram to `peer` (out of interface `device`, from `source`,
+/// when given) carries unfragmented: the path MTU less the IP and UDP headers. IPv4: the path
+/// MTU the kernel has for the route (the interface's, a route's `mtu`, or a smaller one learnt
+/// from ICMP), read from a socket connected like the datagrams' (nothing is sent); IPv6: the
+/// interface's MTU (`device` needed). `None` when unknown (no route or no such interface now).
+pub fn path_payload(
+    device: Option<&str>,
+    source: Option<IpAddr>,
+    peer: SocketAddr,
+) -> Option<usize> {
+    if peer.is_ipv6() {
+        let mtu: usize = std::fs::read_to_string(format!("/sys/class/net/{}/mtu", device?))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        return mtu.checked_sub(48);
+    }
+    let s = socket2::Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).ok()?;
+    if let Some(device) = device {
+        s.bind_device(Some(device.as_bytes())).ok()?;
+    }
+    if let Some(ip) = source.filter(|ip| !ip.is_unspecified()) {
+        s.bind(&SocketAddr::new(ip, 0).into()).ok()?;
+    }
+    s.connect(&peer.into()).ok()?;
+    let mtu = nix::sys::socket::getsockopt(&s, sockopt::IpMtu).ok()?;
+    usize::try_from(mtu).ok()?.checked_sub(28)
+}
+
 /// A UDP socket listening on `addr` (the gateway). An IPv6 socket also takes IPv4 (mapped
 /// addresses) unless `v6_only`: set it when an IPv4 socket listens on the same port.
 pub fn listen_socket(addr: SocketAddr, v6_only: bool) -> io::Result<Socket> {

@@ -21,7 +21,7 @@ use super::stats::{DropReason, Stats};
 use super::wire::{
     COOKIE_NONCE_LEN, COOKIE_REPLY_LEN, INIT_MIN, INIT_NOISE_MIN, INSTANCE_LEN, MAC_LEN,
     RESPONSE_MIN, TYPE_COOKIE, TYPE_DATA, TYPE_INIT, TYPE_RESPONSE, VERSION, cookie_key, mac,
-    mac1_key, open_cookie, prologue, read_u32, verify_mac,
+    mac1_key, open_cookie, prologue, read_max_datagram, read_u32, verify_mac,
 };
 use super::{ConfigError, Event, ExpiryReason, Outcome, PeerId, noise};
 
@@ -124,6 +124,10 @@ pub struct Initiator {
     unanswered_since: Option<Instant>,
     /// The gateway instance named by the last handshake response (`None`: it named none).
     gateway_instance: Option<u64>,
+    /// The largest datagram our links carry, announced in initiations (0: not announced).
+    max_datagram: u16,
+    /// The largest datagram the gateway takes, from the last handshake response.
+    gateway_max_datagram: Option<u16>,
     transmits: VecDeque<Vec<u8>>,
     events: VecDeque<Event>,
     stats: Stats,
@@ -161,6 +165,8 @@ impl Initiator {
             cookie: None,
             unanswered_since: None,
             gateway_instance: None,
+            max_datagram: 0,
+            gateway_max_datagram: None,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
@@ -379,6 +385,18 @@ impl Initiator {
         self.gateway_instance
     }
 
+    /// Announces in the next initiations the largest UDP payload our links carry (0: none),
+    /// so that the gateway sends no larger datagram.
+    pub fn set_max_datagram(&mut self, bytes: u16) {
+        self.max_datagram = bytes;
+    }
+
+    /// The largest UDP payload the gateway announced in the last handshake response
+    /// (`None`: it announced none).
+    pub fn gateway_max_datagram(&self) -> Option<u16> {
+        self.gateway_max_datagram
+    }
+
     /// When a silent gateway gets a probing handshake: only with a session, unanswered data,
     /// and no handshake under way.
     fn probe_due(&self) -> Option<Instant> {
@@ -425,14 +443,21 @@ impl Initiator {
         }
         let retry_at = now + self.backoff(attempt, rng);
         let prologue = prologue(VERSION, index);
-        let mut message = vec![0u8; INIT_MIN];
+        // Payload: the largest datagram our links carry, when known.
+        let announce = self.max_datagram.to_be_bytes();
+        let payload: &[u8] = if self.max_datagram == 0 {
+            &[]
+        } else {
+            &announce
+        };
+        let mut message = vec![0u8; INIT_MIN + payload.len()];
         message[0] = TYPE_INIT;
         message[1] = VERSION;
         message[2..6].copy_from_slice(&index.to_be_bytes());
-        let noise_end = 6 + INIT_NOISE_MIN;
+        let noise_end = 6 + INIT_NOISE_MIN + payload.len();
         let written = noise::initiator(&self.keypair.private, &self.gateway, &prologue, rng)
             .and_then(|mut hs| {
-                hs.write_message(&[], &mut message[6..noise_end])?;
+                hs.write_message(payload, &mut message[6..noise_end])?;
                 Ok(hs)
             });
         let Ok(hs) = written else {
@@ -510,6 +535,7 @@ impl Initiator {
             .and_then(|b| <[u8; INSTANCE_LEN]>::try_from(b).ok())
             .map(u64::from_be_bytes)
             .filter(|&i| i != 0);
+        let gateway_max = read_max_datagram(&payload[..len], 4 + INSTANCE_LEN);
         let Some(pending) = self.pending.take() else {
             return Err(DropReason::UnknownIndex);
         };
@@ -530,6 +556,7 @@ impl Initiator {
         self.unanswered_since = None;
         self.handshake_wanted = None;
         self.gateway_instance = instance;
+        self.gateway_max_datagram = gateway_max;
         self.stats.handshakes_completed += 1;
         self.stats.sessions_established += 1;
         self.events.push_back(Event::Established {

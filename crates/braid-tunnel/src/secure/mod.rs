@@ -21,15 +21,18 @@
 //!   0  type = 1
 //!   1  version = 1                      (bound into the Noise prologue)
 //!   2  sender index, 4 bytes            (the client's index of the new session; in the prologue)
-//!   6  Noise IK message 1, ≥ 96 bytes   (e, encrypted s, encrypted payload; payload empty
-//!                                        today, ignored if present: room for extensions)
+//!   6  Noise IK message 1, ≥ 96 bytes   (e, encrypted s, encrypted payload: empty, or the
+//!                                        largest UDP payload the client's links carry, 2
+//!                                        bytes; more is ignored: room for extensions)
 //!  -32 mac1, 16 bytes = MAC(HASH("braid-tunnel mac1" ‖ gateway public key), bytes before it)
 //!  -16 mac2, 16 bytes = MAC(cookie, bytes before it), or zeros without a cookie
 //!
 //! handshake response, gateway → client (≥ 73 bytes)
 //!   0  type = 2
 //!   1  receiver index, 4 bytes          (the client's sender index)
-//!   5  Noise IK message 2, ≥ 52 bytes   (e, encrypted payload = the gateway's index, 4 bytes)
+//!   5  Noise IK message 2, ≥ 52 bytes   (e, encrypted payload = the gateway's index, 4 bytes,
+//!                                        then optionally its instance, 8 bytes (0: none), and
+//!                                        the largest UDP payload it takes, 2 bytes)
 //!  -16 mac1, 16 bytes = MAC(HASH("braid-tunnel mac1" ‖ client public key), bytes before it)
 //!
 //! cookie reply, gateway under load → client (61 bytes)

@@ -17,8 +17,9 @@ use super::limit::{Cookies, SourceLimiter, TokenBucket};
 use super::session::{SealError, Session, data_header};
 use super::stats::{DropReason, Stats};
 use super::wire::{
-    INIT_MIN, INSTANCE_LEN, MAC_LEN, RESPONSE_MIN, RESPONSE_NOISE_MIN, TYPE_DATA, TYPE_INIT,
-    TYPE_RESPONSE, VERSION, mac, mac1_key, prologue, read_u32, verify_mac,
+    INIT_MIN, INSTANCE_LEN, MAC_LEN, MAX_DATAGRAM_LEN, RESPONSE_MIN, RESPONSE_NOISE_MIN, TYPE_DATA,
+    TYPE_INIT, TYPE_RESPONSE, VERSION, mac, mac1_key, prologue, read_max_datagram, read_u32,
+    verify_mac,
 };
 use super::{ConfigError, Event, ExpiryReason, Outcome, PeerId, noise};
 
@@ -110,6 +111,8 @@ pub struct Responder {
     config: ResponderConfig,
     /// This run of the gateway, sent in every handshake response (0: none).
     instance: u64,
+    /// The largest datagram the gateway takes, sent in every handshake response (0: none).
+    max_datagram: u16,
     mac1_key: [u8; 32],
     peers: BTreeMap<PeerId, PeerState>,
     by_key: BTreeMap<PublicKey, PeerId>,
@@ -135,6 +138,8 @@ struct PeerState {
 struct Slot {
     peer: PeerId,
     session: Session,
+    /// The largest datagram the client announced in the session's initiation.
+    max_datagram: Option<u16>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +163,7 @@ impl Responder {
             keypair,
             config,
             instance: 0,
+            max_datagram: 0,
             peers: BTreeMap::new(),
             by_key: BTreeMap::new(),
             next_peer: 0,
@@ -194,6 +200,18 @@ impl Responder {
     /// connection, and starts a new one at once instead of waiting for its receive timeout.
     pub fn set_instance(&mut self, instance: u64) {
         self.instance = instance;
+    }
+
+    /// Announces in every handshake response the largest UDP payload the gateway's links
+    /// carry (0: none), so that clients send no larger datagram.
+    pub fn set_max_datagram(&mut self, bytes: u16) {
+        self.max_datagram = bytes;
+    }
+
+    /// The largest UDP payload the client announced in the handshake of session `index`
+    /// (ours), if it announced one.
+    pub fn peer_max_datagram(&self, index: u32) -> Option<u16> {
+        self.sessions.get(&index).and_then(|s| s.max_datagram)
     }
 
     /// The gateway's static public key (what clients are configured with).
@@ -440,7 +458,8 @@ impl Responder {
         let prologue = prologue(VERSION, sender_index);
         let mut hs = noise::responder(&self.keypair.private, &prologue, rng).map_err(failed)?;
         let mut payload = vec![0u8; noise_msg.len()];
-        hs.read_message(noise_msg, &mut payload).map_err(failed)?;
+        let len = hs.read_message(noise_msg, &mut payload).map_err(failed)?;
+        let client_max = read_max_datagram(&payload[..len], 0);
         let remote = hs
             .get_remote_static()
             .and_then(|k| <[u8; KEY_LEN]>::try_from(k).ok())
@@ -449,11 +468,19 @@ impl Responder {
         let peer = *self.by_key.get(&remote).ok_or(DropReason::UnknownPeer)?;
 
         let index = self.new_index(rng);
-        // Payload: our index, then this run's instance when set.
-        let mut payload = [0u8; 4 + INSTANCE_LEN];
+        // Payload: our index, then this run's instance when set (0 when only the size
+        // follows), then the largest datagram we take when set.
+        let mut payload = [0u8; 4 + INSTANCE_LEN + MAX_DATAGRAM_LEN];
         payload[..4].copy_from_slice(&index.to_be_bytes());
-        payload[4..].copy_from_slice(&self.instance.to_be_bytes());
-        let extra = if self.instance == 0 { 0 } else { INSTANCE_LEN };
+        payload[4..4 + INSTANCE_LEN].copy_from_slice(&self.instance.to_be_bytes());
+        payload[4 + INSTANCE_LEN..].copy_from_slice(&self.max_datagram.to_be_bytes());
+        let extra = if self.max_datagram != 0 {
+            INSTANCE_LEN + MAX_DATAGRAM_LEN
+        } else if self.instance != 0 {
+            INSTANCE_LEN
+        } else {
+            0
+        };
         let mut reply = vec![0u8; RESPONSE_MIN + extra];
         reply[0] = TYPE_RESPONSE;
         reply[1..5].copy_from_slice(&sender_index.to_be_bytes());
@@ -465,7 +492,14 @@ impl Responder {
         let transport = hs.into_stateless_transport_mode().map_err(failed)?;
 
         let session = Session::new(index, sender_index, remote, transport, now);
-        self.sessions.insert(index, Slot { peer, session });
+        self.sessions.insert(
+            index,
+            Slot {
+                peer,
+                session,
+                max_datagram: client_max,
+            },
+        );
         let Some(state) = self.peers.get_mut(&peer) else {
             unreachable!("by_key and peers agree")
         };

@@ -39,6 +39,18 @@ pub const RESPONSE_NOISE_MIN: usize = 32 + 4 + TAG_LEN;
 pub const RESPONSE_MIN: usize = 1 + 4 + RESPONSE_NOISE_MIN + MAC_LEN;
 /// Bytes of the gateway instance that may follow the index in a response's payload.
 pub const INSTANCE_LEN: usize = 8;
+/// Bytes of the largest datagram an end takes ([`read_max_datagram`]): an initiation's payload,
+/// and a response's after the instance.
+pub const MAX_DATAGRAM_LEN: usize = 2;
+
+/// The largest UDP payload the sender's links carry, announced at `at` in a handshake
+/// payload (big-endian u16); `None` when absent or 0 (not announced).
+pub fn read_max_datagram(payload: &[u8], at: usize) -> Option<u16> {
+    payload
+        .get(at..at + MAX_DATAGRAM_LEN)
+        .map(|b| u16::from_be_bytes([b[0], b[1]]))
+        .filter(|&n| n != 0)
+}
 /// Bytes of an XChaCha20-Poly1305 nonce.
 pub const COOKIE_NONCE_LEN: usize = 24;
 /// A cookie reply: type, receiver index, nonce, encrypted cookie and its tag.

@@ -341,3 +341,49 @@ fn pure_acks_go_per_packet_and_are_passed_on_at_once() {
         "the SYN on the stream"
     );
 }
+
+/// A connection sized to a narrower path (`for_udp_payload`): every datagram fits it, a batch
+/// still fills one datagram, the stream's packets arrive whole and in order, and a packet too
+/// large for the per-packet carrier at the new size goes on the stream instead. A size below
+/// the core's minimum leaves the configuration as it was.
+#[test]
+fn a_connection_sized_to_a_narrower_path_sends_only_datagrams_that_fit() {
+    let wide = config("", 1400);
+    assert_eq!(wide.udp_payload(), 1472);
+    let narrow = wide.for_udp_payload(1272);
+    assert_eq!(narrow.udp_payload(), 1272);
+    assert_eq!(narrow.core.max_datagram_size, 1272 - DATAGRAM_OVERHEAD);
+    assert_eq!(
+        narrow.ptos.threshold,
+        narrow.core.max_datagram_size - SEGMENT_HEADERS
+    );
+    let tiny = wide.for_udp_payload(100);
+    assert_eq!(
+        tiny.udp_payload(),
+        1472,
+        "below the core's minimum: unchanged"
+    );
+    let mut p = Pair::new(&narrow);
+    let sent_before = p.sent.len();
+    let want: Vec<Vec<u8>> = (0..200u8).map(|i| udp(9, i, 1400)).collect();
+    for pkt in &want {
+        p.c.push(p.now, pkt).unwrap();
+    }
+    p.run(Duration::from_millis(200));
+    assert_eq!(p.at_s, want);
+    let largest = p.sent[sent_before..].iter().map(Vec::len).max().unwrap();
+    assert!(
+        largest + CONN_ID_LEN + crate::secure::wire::DATA_MIN <= 1272,
+        "a datagram of {largest} bytes of payload"
+    );
+    // Per packet: 1400 bytes no longer fit one 1272-byte datagram, so they take the stream.
+    let narrow_pp = config("transport = \"datagram\"", 1400).for_udp_payload(1272);
+    let mut p = Pair::new(&narrow_pp);
+    for i in 0..10u8 {
+        p.c.push(p.now, &udp(9, i, 1400)).unwrap();
+        p.c.push(p.now, &udp(9, i, 600)).unwrap();
+    }
+    p.run(Duration::from_millis(100));
+    assert_eq!(p.at_s.len(), 20);
+    assert_eq!(p.c.per_packet.json()["oversize_on_stream"], 10);
+}

@@ -158,6 +158,41 @@ fn handshake_completes_and_data_flows_both_ways() {
     assert_eq!(p.gw.peer(p.peer).unwrap().name, "alice");
 }
 
+/// Each end announces in its handshake message the largest datagram its links carry, the
+/// other reads it; an end that announces nothing leaves it unknown, and the instance still
+/// reaches the client when only the size follows it.
+#[test]
+fn handshakes_carry_the_largest_datagram_each_end_takes() {
+    for (client, gateway, instance) in [
+        (1372u16, 1472u16, 7u64),
+        (0, 1452, 0),
+        (1200, 0, 9),
+        (0, 0, 0),
+    ] {
+        let mut p = Pair::new(u64::from(client) + u64::from(gateway));
+        p.client.set_max_datagram(client);
+        p.gw.set_max_datagram(gateway);
+        p.gw.set_instance(instance);
+        let init = p.client.start(p.now, &mut p.rng);
+        let announced = usize::from(client != 0) * wire::MAX_DATAGRAM_LEN;
+        assert_eq!(init.len(), wire::INIT_MIN + announced);
+        p.now = ms(1);
+        let response = reply(p.at_gw(&init));
+        let keepalive = reply(p.at_client(&response));
+        let Outcome::Data { index, .. } = p.at_gw(&keepalive) else {
+            panic!("the keepalive confirms the session");
+        };
+        let known = |n: u16| (n != 0).then_some(n);
+        assert_eq!(p.gw.peer_max_datagram(index), known(client));
+        assert_eq!(p.client.gateway_max_datagram(), known(gateway));
+        assert_eq!(
+            p.client.gateway_instance(),
+            (instance != 0).then_some(instance)
+        );
+        assert_eq!(p.gw.stats().dropped_total(), 0);
+    }
+}
+
 #[test]
 fn sealing_before_a_session_requests_a_handshake() {
     let mut p = Pair::new(2);
