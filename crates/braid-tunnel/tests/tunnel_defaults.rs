@@ -146,10 +146,9 @@ fn lose_links_with(
     flows: Flows,
     c1_backup: bool,
 ) -> Losses {
-    let gw_at = format!("{ROUTED_GW}:{GW_PORT}");
     let c = connection(policy);
     let gw = Daemon::gateway(&topo.gw, gateway_config(topo, keys, &c));
-    let mut ccfg = client_config_with(topo, keys, [&gw_at, &gw_at], &[], &["10.0.9.0/24"], "", &c);
+    let mut ccfg = routed_client_config(topo, keys, &c);
     ccfg.links[1].backup = c1_backup;
     let cl = Daemon::client(&topo.client, ccfg);
     wait_paths(&cl, 2, Duration::from_secs(10));

@@ -256,18 +256,8 @@ fn paths_narrower_than_1500_bytes_get_datagrams_that_fit() {
     sh(&topo.client, "ip link set c0 mtu 1400");
     sh(topo.router(), "ip link set r0 mtu 1400");
     let keys = Keys::new();
-    let gw_at = format!("{ROUTED_GW}:{GW_PORT}");
     let _gw = Daemon::gateway(&topo.gw, gateway_config(&topo, &keys, ""));
-    let ccfg = client_config_with(
-        &topo,
-        &keys,
-        [&gw_at, &gw_at],
-        &[],
-        &["10.0.9.0/24"],
-        "",
-        "",
-    );
-    let cl = Daemon::client(&topo.client, ccfg);
+    let cl = Daemon::client(&topo.client, routed_client_config(&topo, &keys, ""));
     wait_paths(&cl, 2, Duration::from_secs(10));
     let v = cl.status();
     eprintln!(

@@ -405,23 +405,11 @@ fn migration(prefix: &str, change: Change, load: Load) {
         Change::Readdressing => ("10.0.2.2", "10.0.2.3"),
     };
     let keys = Keys::new();
-    let gw_at = format!("{ROUTED_GW}:{GW_PORT}");
     let gw = Daemon::gateway(
         &topo.gw,
         gateway_config_with(&topo, &keys, &["0.0.0.0:7000"], &[], &[], ""),
     );
-    let cl = Daemon::client(
-        &topo.client,
-        client_config_with(
-            &topo,
-            &keys,
-            [&gw_at, &gw_at],
-            &[],
-            &["10.0.9.0/24"],
-            "",
-            "",
-        ),
-    );
+    let cl = Daemon::client(&topo.client, routed_client_config(&topo, &keys, ""));
     wait_paths(&cl, 2, Duration::from_secs(10));
     let mut tr = None;
     if load == Load::DownAfterIdle {

@@ -415,6 +415,21 @@ gateway = "{g1}"
     ClientConfig::parse(&text, []).unwrap_or_else(|e| panic!("client config: {e}"))
 }
 
+/// Client a's configuration on a [`Topo::routed`] topology: both links to the gateway behind
+/// the router, the server's network routed into the tunnel, `connection` as `[connection]`.
+pub fn routed_client_config(topo: &Topo, keys: &Keys, connection: &str) -> ClientConfig {
+    let gw_at = format!("{ROUTED_GW}:{GW_PORT}");
+    client_config_with(
+        topo,
+        keys,
+        [&gw_at, &gw_at],
+        &[],
+        &["10.0.9.0/24"],
+        "",
+        connection,
+    )
+}
+
 /// A daemon running on a thread inside a namespace; stopped (and joined) on drop.
 pub struct Daemon {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
