@@ -130,21 +130,33 @@ impl Gateway {
         }
         let mut tcfg = cfg.tunnel_config()?;
         if cfg.connection.max_datagram_size == 0 {
-            // A 1500-byte path's datagrams, or less where the route out is narrower.
+            // A 1500-byte path's datagrams, or less where an interface datagrams arrive on is
+            // narrower (the TUN device aside).
             let narrowest = cfg
                 .listen
                 .iter()
-                .filter_map(|a| {
+                .flat_map(|a| {
+                    super::links::receiving_interfaces(a.ip())
+                        .into_iter()
+                        .filter(|dev| *dev != cfg.tun.name)
+                        .map(move |dev| (dev, *a))
+                })
+                .filter_map(|(dev, a)| {
+                    // Nothing is sent: TEST-NET addresses, on link through the interface.
                     let far = if a.is_ipv4() {
                         SocketAddr::from(([192, 0, 2, 1], 7))
                     } else {
-                        return None;
+                        SocketAddr::from(([0x2001, 0xdb8, 0, 0, 0, 0, 0, 1], 7))
                     };
-                    udp::path_payload(None, Some(a.ip()), far)
+                    let source = (!a.ip().is_unspecified()).then_some(a.ip());
+                    udp::path_payload(Some(&dev), source, far)
                 })
                 .min();
             if let Some(bytes) = narrowest.filter(|&b| b < tcfg.udp_payload()) {
-                info!(bytes, "datagrams sized to the narrower route out");
+                info!(
+                    bytes,
+                    "datagrams sized to the narrowest interface they arrive on"
+                );
                 tcfg = tcfg.for_udp_payload(bytes);
             }
         }

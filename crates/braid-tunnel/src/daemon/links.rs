@@ -78,6 +78,37 @@ pub(crate) fn link_states(names: &[&str]) -> Vec<(bool, Vec<IpAddr>)> {
     st
 }
 
+/// The interfaces that are up, not loopback, with an address of `ip`'s family when `ip` is
+/// unspecified, or the one holding `ip`: where datagrams to a socket bound to `ip` arrive. One
+/// getifaddrs dump, in the calling thread's namespace.
+pub(crate) fn receiving_interfaces(ip: IpAddr) -> Vec<String> {
+    use nix::net::if_::InterfaceFlags;
+    let mut out: Vec<String> = Vec::new();
+    for a in nix::ifaddrs::getifaddrs().into_iter().flatten() {
+        if !a.flags.contains(InterfaceFlags::IFF_UP)
+            || a.flags.contains(InterfaceFlags::IFF_LOOPBACK)
+        {
+            continue;
+        }
+        let Some(addr) = a.address.and_then(|a| {
+            a.as_sockaddr_in()
+                .map(|s| IpAddr::V4(s.ip()))
+                .or_else(|| a.as_sockaddr_in6().map(|s| IpAddr::V6(s.ip())))
+        }) else {
+            continue;
+        };
+        let fits = if ip.is_unspecified() {
+            addr.is_ipv4() == ip.is_ipv4()
+        } else {
+            addr == ip
+        };
+        if fits && !out.contains(&a.interface_name) {
+            out.push(a.interface_name);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -78,6 +78,8 @@ pub fn path_payload(
     source: Option<IpAddr>,
     peer: SocketAddr,
 ) -> Option<usize> {
+    // An IPv4 peer seen through a dual-stack socket goes out as IPv4.
+    let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
     if peer.is_ipv6() {
         let mtu: usize = std::fs::read_to_string(format!("/sys/class/net/{}/mtu", device?))
             .ok()?
