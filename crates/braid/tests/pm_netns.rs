@@ -331,13 +331,15 @@ fn refuses_without_the_userspace_path_manager() {
 }
 
 /// What the application saw around a link failure.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Outcome {
     /// Longest interval without data, from 0.5 s before the link went silent to 3 s after
     /// its interface went down.
     gap: Duration,
     /// Every byte arrived, in order, and the sender was never stuck.
     intact: bool,
+    /// What the two ends counted, for a failure's message.
+    detail: String,
 }
 
 /// One transfer over c1 and c2 in which c1 fails: `before_failure` runs 1.5 s into the
@@ -380,13 +382,28 @@ fn failure(t: &Topo, opts: SendOpts, silent: Duration, before_failure: impl FnOn
         }
         eprintln!("silent at {from:?}, down at {to:?}; bytes per 100 ms: {bins:?}");
     }
+    let last = got.reads.last().map_or(Duration::ZERO, |r| r.0);
+    let detail = format!(
+        "sent {} bytes{}, received {} (last read {:.2} s after the first, link down at {:.2} s, \
+         longest silence over the run {:?})",
+        sent.bytes,
+        if sent.aborted {
+            ", then a write blocked for 8 s"
+        } else {
+            ""
+        },
+        got.bytes,
+        last.as_secs_f64(),
+        to.as_secs_f64(),
+        got.max_gap(Duration::ZERO, last),
+    );
     Outcome {
         gap,
         intact: !sent.aborted && got.sha256 == sent.sha256 && got.bytes == sent.bytes,
+        detail,
     }
 }
 
-/// The number of MPTCP subflows (TCP sockets with the mptcp ULP) in the client namespace.
 /// Makes link c1 of the client silent both ways (`op` "-A") or carry again ("-D"), in one
 /// transaction, as a radio that stops carrying data before the link layer declares it lost.
 fn silence(client: &NetNs, op: &str) {
@@ -397,6 +414,7 @@ fn silence(client: &NetNs, op: &str) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// The number of MPTCP subflows (TCP sockets with the mptcp ULP) in the client namespace.
 fn subflow_count(t: &Topo) -> usize {
     let out = t.client.output(&["ss", "-tni"]).unwrap();
     String::from_utf8_lossy(&out.stdout)
@@ -589,7 +607,16 @@ fn e7_shape_cbr_over_a_silent_link_braid_pm_vs_in_kernel_pm() {
     for rep in 0..REPS {
         let (b, drained) = braid_pm_failure(&format!("bpa{rep}"), [15, 15], cbr, silent, true);
         let k = kernel_pm_failure(&format!("bpk{rep}"), [15, 15], cbr, silent);
-        assert!(b.intact && k.intact, "rep {rep}: the stream arrived intact");
+        assert!(
+            b.intact,
+            "rep {rep}: braid pm: the stream did not arrive intact: {}",
+            b.detail
+        );
+        assert!(
+            k.intact,
+            "rep {rep}: in-kernel PM: the stream did not arrive intact: {}",
+            k.detail
+        );
         // c1's subflow, backup since the fade, carried nothing when its link went: it was
         // destroyed as drained, with at most the default bound not acknowledged.
         assert_eq!(
@@ -652,7 +679,11 @@ fn e8_shape_backup_mode_hands_over_before_the_link_breaks() {
             vec![("c1".to_string(), false), ("c2".to_string(), true)],
             "rep {rep}: c1 active, c2's standby subflow ready: {st0:#}"
         );
-        assert!(o.intact, "rep {rep}: the stream arrived intact");
+        assert!(
+            o.intact,
+            "rep {rep}: the stream did not arrive intact: {}",
+            o.detail
+        );
         let st = d.status();
         assert_eq!(st["stats"]["kernel_request_errors"], 0, "{st:#}");
         braid.push(o.gap);
@@ -668,7 +699,11 @@ fn e8_shape_backup_mode_hands_over_before_the_link_breaks() {
         "ip mptcp endpoint add 10.0.2.1 dev c2 subflow backup",
     );
     let k = failure(&t, cbr, silent, || {});
-    assert!(k.intact, "in-kernel PM: the stream arrived intact");
+    assert!(
+        k.intact,
+        "in-kernel PM: the stream did not arrive intact: {}",
+        k.detail
+    );
     eprintln!(
         "E8 shape, longest gap (ms): braid pm {}; in-kernel PM (backup endpoint) {}",
         ms_list(&braid),
@@ -817,11 +852,13 @@ fn bulk_link_down_at_once_braid_pm_vs_in_kernel_pm_vs_mptcpd() {
             let k = kernel_pm_failure(&format!("bk{tag}{rep}"), [20, 20], opts, Duration::ZERO);
             assert!(
                 b.intact,
-                "{what} rep {rep}: braid pm: the file arrived intact"
+                "{what} rep {rep}: braid pm: the file did not arrive intact: {}",
+                b.detail
             );
             assert!(
                 k.intact,
-                "{what} rep {rep}: in-kernel PM: the file arrived intact"
+                "{what} rep {rep}: in-kernel PM: the file did not arrive intact: {}",
+                k.detail
             );
             braid.push(b.gap);
             kernel.push(k.gap);
