@@ -65,17 +65,19 @@ pub(crate) fn link_states(names: &[&str]) -> Vec<(bool, Vec<IpAddr>)> {
             .flags
             .contains(InterfaceFlags::IFF_UP | InterfaceFlags::IFF_LOWER_UP)
             && !a.flags.contains(InterfaceFlags::IFF_DORMANT);
-        let ip = a.address.and_then(|a| {
-            a.as_sockaddr_in()
-                .map(|s| IpAddr::V4(s.ip()))
-                .or_else(|| a.as_sockaddr_in6().map(|s| IpAddr::V6(s.ip())))
-        });
-        st[i].1.extend(ip);
+        st[i].1.extend(a.address.as_ref().and_then(ip_of));
     }
     for (_, addrs) in &mut st {
         addrs.sort();
     }
     st
+}
+
+/// The IP address of an interface address entry, if it is one.
+fn ip_of(a: &nix::sys::socket::SockaddrStorage) -> Option<IpAddr> {
+    a.as_sockaddr_in()
+        .map(|s| IpAddr::V4(s.ip()))
+        .or_else(|| a.as_sockaddr_in6().map(|s| IpAddr::V6(s.ip())))
 }
 
 /// The interfaces that are up, not loopback, with an address of `ip`'s family when `ip` is
@@ -90,11 +92,7 @@ pub(crate) fn receiving_interfaces(ip: IpAddr) -> Vec<String> {
         {
             continue;
         }
-        let Some(addr) = a.address.and_then(|a| {
-            a.as_sockaddr_in()
-                .map(|s| IpAddr::V4(s.ip()))
-                .or_else(|| a.as_sockaddr_in6().map(|s| IpAddr::V6(s.ip())))
-        }) else {
+        let Some(addr) = a.address.as_ref().and_then(ip_of) else {
             continue;
         };
         let fits = if ip.is_unspecified() {
