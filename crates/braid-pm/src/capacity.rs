@@ -15,8 +15,10 @@
 //!   times the application's rate for a few seconds, which is not what the application
 //!   needs;
 //! - per interface, what it **carried** while it was the main carrier (at least `main_share`
-//!   of the total): an EWMA of its rate over such intervals, with the time it was last
-//!   updated. Its 20 s time constant covers the whole of a period in which the link carried
+//!   of the total): an exponentially weighted mean of its rate over such intervals, with the
+//!   time it was last updated. Until the time constant has passed it is the plain mean of the
+//!   intervals seen, so the first one (which holds a shaper's burst or a handed-over backlog)
+//!   does not dominate. Its 20 s time constant covers the whole of a period in which the link carried
 //!   the stream, not its last seconds (a cellular trace's delivery gaps and bursts). A link
 //!   that carried the stream at the application's rate has shown it can; one that delivered
 //!   less while it carried everything has shown it cannot. An estimate older than `horizon` is
@@ -104,8 +106,41 @@ struct Link {
     bytes: u64,
     /// Rate over the last interval, bit/s.
     rate: f64,
-    /// What it carried as the main carrier (bit/s) and when that was last seen.
-    carried: Option<(f64, Instant)>,
+    /// What it carried as the main carrier and when that was last seen.
+    carried: Option<(Mean, Instant)>,
+}
+
+/// An exponentially weighted mean that weighs every sample by its interval, the first ones
+/// included: until the time constant has passed it is the plain time-weighted mean of what was
+/// seen, not the first sample decayed. A first interval that includes a burst (a shaper's
+/// bucket, a backlog handed over at once) therefore counts as one interval among the others.
+#[derive(Debug, Clone, Copy)]
+struct Mean {
+    /// Sum of weighted samples and sum of weights, both decayed with age.
+    sum: f64,
+    weight: f64,
+}
+
+impl Mean {
+    /// Adds `value`, measured over `dt`. Only the intervals the mean takes in age it: a link
+    /// that carries the stream again after a while resumes its mean where it stood.
+    fn add(prev: Option<Mean>, value: f64, dt: Duration, tau: f64) -> Mean {
+        let w = 1.0 - (-dt.as_secs_f64() / tau).exp();
+        let keep = 1.0 - w;
+        let (sum, weight) = prev.map_or((0.0, 0.0), |m| (m.sum * keep, m.weight * keep));
+        Mean {
+            sum: sum + w * value,
+            weight: weight + w,
+        }
+    }
+
+    fn value(&self) -> f64 {
+        if self.weight > 0.0 {
+            self.sum / self.weight
+        } else {
+            0.0
+        }
+    }
 }
 
 /// The estimate; sans-IO (time is an argument).
@@ -176,11 +211,15 @@ impl Estimator {
             l.rate = delta as f64 * 8.0 / secs;
             total += l.rate;
         }
-        let share = self.cfg.main_share;
+        let (share, horizon) = (self.cfg.main_share, self.cfg.horizon);
         for l in self.links.values_mut() {
             if total > 0.0 && l.rate >= share * total {
-                let prev = l.carried.map(|(v, _)| v);
-                l.carried = Some((ewma(prev, l.rate, dt, CARRIED_TAU), now));
+                // Evidence older than the horizon is forgotten, not averaged in.
+                let prev = l
+                    .carried
+                    .filter(|&(_, at)| now.saturating_since(at) <= horizon)
+                    .map(|(m, _)| m);
+                l.carried = Some((Mean::add(prev, l.rate, dt, CARRIED_TAU), now));
             }
         }
         let smoothed = ewma(self.total, total, dt, TOTAL_TAU);
@@ -215,8 +254,8 @@ impl Estimator {
 
     /// What the interface carried as the main carrier, if seen within the horizon.
     pub fn carried_bps(&self, now: Instant, iface: IfaceId) -> Option<f64> {
-        let (v, at) = self.links.get(&iface)?.carried?;
-        (now.saturating_since(at) <= self.cfg.horizon).then_some(v)
+        let (m, at) = self.links.get(&iface)?.carried?;
+        (now.saturating_since(at) <= self.cfg.horizon).then_some(m.value())
     }
 
     /// Whether the interface carried the demand over the last interval, if that interval began
@@ -376,6 +415,31 @@ mod tests {
         let t2 = feed(&mut e, t, 4, &mut b, [0.0, 2e6]);
         assert_eq!(e.can_carry(ms(t2), [B]), Some(false));
         assert!(e.demand_bps().unwrap() > 3.5e6);
+    }
+
+    #[test]
+    fn a_burst_in_the_first_interval_counts_as_one_interval_among_the_others() {
+        let mut e = Estimator::new(CapacityConfig::default());
+        let mut b = [0, 0];
+        e.sample(ms(0), &[(A, 0), (B, 0)]);
+        let t = feed(&mut e, 0, 10, &mut b, [4e6, 0.0]);
+        // B takes the stream: its first interval holds a shaper's 32 KB bucket on top of its
+        // 2 Mbit/s, then 4 s at 2 Mbit/s. (Seeding a smoothing with the first interval would
+        // report 2.9 Mbit/s.)
+        b[1] += 32 * 1024;
+        let t = feed(&mut e, t, 4, &mut b, [0.0, 2e6]);
+        let v = e.carried_bps(ms(t), B).unwrap();
+        assert!((2.0e6..2.1e6).contains(&v), "{v}");
+        // 60 s later B carries 4 Mbit/s for 2 s: its mean resumes where it stood (2.8 Mbit/s,
+        // not the 4 Mbit/s of a fresh start).
+        let t = feed(&mut e, t, 60, &mut b, [4e6, 0.0]);
+        let t = feed(&mut e, t, 2, &mut b, [0.0, 4e6]);
+        let v = e.carried_bps(ms(t), B).unwrap();
+        assert!((2.7e6..2.9e6).contains(&v), "{v}");
+        // Beyond the horizon, the old evidence is gone: only the new counts.
+        let t = feed(&mut e, t, 130, &mut b, [4e6, 0.0]);
+        let t = feed(&mut e, t, 1, &mut b, [0.0, 1e6]);
+        assert!((e.carried_bps(ms(t), B).unwrap() - 1e6).abs() < 1e3);
     }
 
     #[test]
