@@ -83,8 +83,7 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
     if let Some(s) = a.seed {
         set.push(format!("seed={s}"));
     }
-    let mut plan = scenario::load(&a.file, &set)?;
-    plan.retain_variants(&a.variants)?;
+    let plan = scenario::load_variants(&a.file, &set, &a.variants)?;
     lab::check(&plan, endpoint).map_err(anyhow::Error::msg)?;
     if !is_root() {
         bail!("braid lab needs root: it creates network namespaces, veth pairs and TUN devices");

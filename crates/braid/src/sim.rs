@@ -71,8 +71,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
     if let Some(s) = a.seed {
         set.push(format!("seed={s}"));
     }
-    let mut plan = scenario::load(&file, &set)?;
-    plan.retain_variants(&a.variants)?;
+    let plan = scenario::load_variants(&file, &set, &a.variants)?;
     let jobs = a.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())

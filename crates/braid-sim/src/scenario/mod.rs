@@ -130,6 +130,17 @@ impl Plan {
 
 /// Loads a scenario file, applies `--set` overrides, and checks every variant.
 pub fn load(path: &Path, overrides: &[String]) -> Result<Plan, ScenarioError> {
+    load_variants(path, overrides, &[])
+}
+
+/// Like [`load`], keeping only the variants named in `names` (all when empty; see
+/// [`Plan::retain_variants`]). The others are not built, so an override that does not apply to
+/// them (a link index that a variant's own links do not have) is no error.
+pub fn load_variants(
+    path: &Path,
+    overrides: &[String],
+    names: &[String],
+) -> Result<Plan, ScenarioError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
         file: file.clone(),
@@ -137,7 +148,7 @@ pub fn load(path: &Path, overrides: &[String]) -> Result<Plan, ScenarioError> {
         message: format!("cannot read the scenario: {e}"),
     })?;
     let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    load_str(&text, &file, &base_dir, overrides)
+    load_str_variants(&text, &file, &base_dir, overrides, names)
 }
 
 /// Like [`load`], from text; trace paths are resolved against `base_dir`.
@@ -146,6 +157,17 @@ pub fn load_str(
     file: &str,
     base_dir: &Path,
     overrides: &[String],
+) -> Result<Plan, ScenarioError> {
+    load_str_variants(text, file, base_dir, overrides, &[])
+}
+
+/// Like [`load_variants`], from text.
+pub fn load_str_variants(
+    text: &str,
+    file: &str,
+    base_dir: &Path,
+    overrides: &[String],
+    names: &[String],
 ) -> Result<Plan, ScenarioError> {
     let err = |key: Option<String>, message: String| ScenarioError {
         file: file.to_string(),
@@ -248,11 +270,38 @@ pub fn load_str(
         }
         combos = next;
     }
+    // A variant named on the command line must exist; the others are not built. (A file
+    // without variants or sweep has one variant, named after its reinjection once built.)
+    let named_combos = combos.iter().all(|(n, _)| !n.is_empty());
+    if named_combos && let Some(bad) = names.iter().find(|n| !combos.iter().any(|c| &c.0 == *n)) {
+        let known: Vec<&str> = combos.iter().map(|c| c.0.as_str()).collect();
+        return Err(err(
+            None,
+            format!(
+                "no variant named `{bad}` (the file's variants: {})",
+                known.join(", ")
+            ),
+        ));
+    }
+    let selected = |n: &str| names.is_empty() || n.is_empty() || names.iter().any(|s| s == n);
     let mut variants = Vec::new();
     for (name, sets) in combos {
+        if !selected(&name) {
+            continue;
+        }
         let mut t = root.clone();
-        for (k, v) in sets.iter().chain(&cli) {
+        for (k, v) in &sets {
             set_path(&mut t, k, v.clone()).map_err(|m| err(Some(k.clone()), m))?;
+        }
+        for (k, v) in &cli {
+            set_path(&mut t, k, v.clone()).map_err(|m| {
+                let m = if name.is_empty() {
+                    m
+                } else {
+                    format!("{m} in variant `{name}` (--variant NAME runs only the variants named)")
+                };
+                err(Some(k.clone()), m)
+            })?;
         }
         let scenario: Scenario =
             serde_path_to_error::deserialize(toml::Value::Table(t)).map_err(|e| {
@@ -279,10 +328,12 @@ pub fn load_str(
             return Err(err(None, format!("two variants are named `{}`", v.name)));
         }
     }
-    Ok(Plan {
+    let mut plan = Plan {
         file: file.to_string(),
         variants,
-    })
+    };
+    plan.retain_variants(names)?;
+    Ok(plan)
 }
 
 /// A named set of overrides.

@@ -227,6 +227,44 @@ fn overrides_by_index_name_and_quoted_key() {
 }
 
 #[test]
+fn an_override_need_only_apply_to_the_variants_selected() {
+    // `single` replaces the links with one: `link.1` exists in `both` only.
+    let t = format!(
+        "{BASE}\n[[variant]]\nname = \"both\"\n[[variant]]\nname = \"single\"\nset = {{ link = [{{ name = \"a\", rate = \"10Mbit\", delay = \"10ms\" }}] }}\n"
+    );
+    let only = |names: &[&str], sets: &[&str]| {
+        let n: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        let o: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        load_str_variants(&t, "test.toml", Path::new("."), &o, &n)
+    };
+    let p = only(&["both"], &["link.1.delay=150ms"]).unwrap();
+    assert_eq!(p.variants.len(), 1);
+    assert_eq!(p.variants[0].name, "both");
+    assert_eq!(
+        p.variants[0].scenario.links[1].delay.0,
+        Duration::from_millis(150)
+    );
+    // Every variant: the one it does not apply to is named.
+    let e = only(&[], &["link.1.delay=150ms"]).unwrap_err().to_string();
+    assert!(
+        e.contains("index 1 out of range (1 entries) in variant `single`"),
+        "{e}"
+    );
+    let e = only(&["both", "nope"], &[]).unwrap_err().to_string();
+    assert!(
+        e.contains("no variant named `nope` (the file's variants: both, single)"),
+        "{e}"
+    );
+    // A file with one unnamed variant: selected by the name it gets once built.
+    let n = vec!["stock".to_string()];
+    let p = load_str_variants(BASE, "test.toml", Path::new("."), &[], &n).unwrap();
+    assert_eq!(p.variants[0].name, "stock");
+    let n = vec!["rej1".to_string()];
+    let e = load_str_variants(BASE, "test.toml", Path::new("."), &[], &n).unwrap_err();
+    assert!(e.to_string().contains("no variant named `rej1`"), "{e}");
+}
+
+#[test]
 fn sweeps_and_variants_are_named_after_their_values() {
     let t = format!(
         "{BASE}\n[sweep]\n\"connection.reinjection\" = [\"stock\", \"pto\", \"rej1\"]\n\
