@@ -191,6 +191,43 @@ pub(crate) struct AckOutcome {
     pub lost_again: Vec<u64>,
 }
 
+/// The rate at which a path delivers, bytes/s: the largest of its last [`DeliveryRate::SAMPLES`]
+/// samples, each the bytes acknowledged over at least one smoothed RTT (a maximum, as BBR's
+/// bandwidth filter: an interval in which the sender had little to send reads low).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeliveryRate {
+    /// Start of the current interval and the bytes acknowledged since.
+    mark: Option<(Instant, u64)>,
+    samples: [u64; DeliveryRate::SAMPLES],
+    next: usize,
+}
+
+impl DeliveryRate {
+    const SAMPLES: usize = 8;
+    /// Intervals are at least this long (a path with a tiny RTT).
+    const MIN_INTERVAL: Duration = Duration::from_millis(5);
+
+    fn on_ack(&mut self, now: Instant, bytes: u64, srtt: Duration) {
+        let Some((start, acked)) = self.mark.as_mut() else {
+            self.mark = Some((now, 0));
+            return;
+        };
+        *acked += bytes;
+        let elapsed = now.saturating_since(*start);
+        if elapsed >= srtt.max(Self::MIN_INTERVAL) {
+            let rate = (*acked as f64 / elapsed.as_secs_f64()) as u64;
+            self.samples[self.next] = rate;
+            self.next = (self.next + 1) % Self::SAMPLES;
+            self.mark = Some((now, 0));
+        }
+    }
+
+    /// Bytes/s; `None` before a whole interval was measured.
+    pub fn rate(&self) -> Option<u64> {
+        self.samples.iter().copied().max().filter(|&r| r > 0)
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Path {
     pub id: PathId,
@@ -266,6 +303,8 @@ pub(crate) struct Path {
     progress_at: Instant,
     /// Smoothed time between acknowledgements that made progress (gain 1/8).
     progress_interval: Option<Duration>,
+    /// What the path delivers ([`Path::delivery_rate`]).
+    pub delivery: DeliveryRate,
 
     pub rx: RxState,
     pub stats: PathStats,
@@ -323,6 +362,7 @@ impl Path {
             loss_rate: 0.0,
             progress_at: now,
             progress_interval: None,
+            delivery: DeliveryRate::default(),
             rx: RxState::default(),
             stats: PathStats::default(),
         }
@@ -613,6 +653,7 @@ impl Path {
                 Some(i) => i.mul_f64(0.875) + gap.mul_f64(0.125),
             });
             self.progress_at = now;
+            self.delivery.on_ack(now, out.newly_acked, self.rtt.srtt());
             self.pf = false;
             self.loss_rate *= 1.0 - 1.0 / 64.0;
             let mss = self.mss(cfg);

@@ -508,6 +508,8 @@ impl Connection {
                 id: p.id,
                 srtt: p.rtt.srtt(),
                 rttvar: p.rtt.rttvar(),
+                min_rtt: p.rtt.min(),
+                delivery_rate: p.delivery.rate(),
                 cwnd: p.cc.window(),
                 in_flight: p.in_flight,
                 has_room: p.has_room(mss),
@@ -521,8 +523,15 @@ impl Connection {
         }
     }
 
-    /// The path for a segment starting at stream offset `dsn`, never `exclude`.
-    fn select(&mut self, now: Instant, exclude: Option<PathId>, dsn: u64) -> Option<usize> {
+    /// The path for a segment starting at stream offset `dsn`, never `exclude`, with `queued`
+    /// new bytes waiting ([`Context::queued`]).
+    fn select(
+        &mut self,
+        now: Instant,
+        exclude: Option<PathId>,
+        dsn: u64,
+        queued: u64,
+    ) -> Option<usize> {
         self.fill_views();
         let cx = Context {
             now,
@@ -530,6 +539,7 @@ impl Connection {
             exclude,
             mss: self.cfg.max_datagram_size as u64,
             priority: self.priority.at(dsn),
+            queued,
         };
         let id = self.scheduler.select(&cx)?;
         let idx = self.path_index(id)?;
@@ -560,7 +570,7 @@ impl Connection {
         let mut next = self.send.next;
         let fin_only = |s: &SendBuf, next: u64| s.fin && !s.fin_sent && next == end;
         if next < window_end || fin_only(&self.send, next) {
-            let idx = self.select(now, None, next)?;
+            let idx = self.select(now, None, next, window_end.saturating_sub(next))?;
             // A duplicate path that ran ahead of the others carries the bytes up to its cursor
             // already, as packets it recovers like any: they count as sent.
             let p = &self.paths[idx];
@@ -676,7 +686,7 @@ impl Connection {
                 self.reinject_queue.remove(i);
                 continue;
             }
-            let Some(idx) = self.select(now, Some(r.from), dsn) else {
+            let Some(idx) = self.select(now, Some(r.from), dsn, 0) else {
                 if self.paths.iter().any(|p| p.id != r.from && p.is_usable()) {
                     // Another path exists but has no room: wait for it, in order.
                     return None;
@@ -842,7 +852,7 @@ impl Connection {
         })?;
         // The copy goes on the path the scheduler would use now (a backup path stays idle
         // while a primary works), and only if that is not the path holding the segment.
-        let idx = self.select(now, None, blocking)?;
+        let idx = self.select(now, None, blocking, 0)?;
         if idx == holder {
             return None;
         }

@@ -14,11 +14,13 @@
 //! [`Kind`] (with its parameters in [`Kind::parse`]), and it is selectable from scenarios and
 //! configuration files.
 
+mod arrival;
 mod minrtt;
 pub mod qoe;
 mod redundant;
 mod roundrobin;
 
+pub use arrival::Arrival;
 pub use minrtt::MinRtt;
 pub use qoe::{Priority, Qoe};
 pub use redundant::Redundant;
@@ -36,6 +38,11 @@ pub struct PathView {
     pub id: PathId,
     pub srtt: Duration,
     pub rttvar: Duration,
+    /// The lowest RTT seen (the initial RTT before a sample).
+    pub min_rtt: Duration,
+    /// What the path delivered recently, bytes/s: the largest rate over its last few
+    /// RTT-long intervals; `None` before one was measured.
+    pub delivery_rate: Option<u64>,
     /// Congestion window, bytes.
     pub cwnd: u64,
     /// Bytes in flight.
@@ -70,6 +77,9 @@ pub struct Context<'a> {
     /// connection or per write: [`Connection::set_priority`](crate::Connection::set_priority),
     /// [`Connection::write_with_priority`](crate::Connection::write_with_priority)).
     pub priority: Option<Priority>,
+    /// Stream bytes waiting to be sent for the first time (within the peer's window), the
+    /// segment to place included; 0 for a reinjection.
+    pub queued: u64,
 }
 
 /// Chooses subflows for segments.
@@ -104,6 +114,8 @@ pub trait SchedulerFactory: Send + Sync + Debug {
 pub enum Kind {
     /// Lowest smoothed RTT with room; backups only when no other path is usable (the default).
     MinRtt,
+    /// The path on which the next segment is estimated to arrive first.
+    Arrival,
     RoundRobin,
     Redundant,
     /// Seed 004's QoE / priority scheduler; `priority` applies to data the application wrote
@@ -138,14 +150,15 @@ pub enum NameError {
 }
 
 impl Kind {
-    pub const NAMES: &'static [&'static str] = &["minrtt", "roundrobin", "redundant", "qoe"];
+    pub const NAMES: &'static [&'static str] =
+        &["minrtt", "arrival", "roundrobin", "redundant", "qoe"];
 
     /// The scheduler of `name`, `None` if it does not parse ([`Kind::parse`] says why).
     pub fn from_name(name: &str) -> Option<Self> {
         Self::parse(name).ok()
     }
 
-    /// Parses `name[:key=value,...]`: `minrtt` (alias `default`), `roundrobin` (`rr`),
+    /// Parses `name[:key=value,...]`: `minrtt` (alias `default`), `arrival`, `roundrobin` (`rr`),
     /// `redundant`, `qoe` with `priority=1..6` (default 1).
     pub fn parse(name: &str) -> Result<Self, NameError> {
         let (base, params) = match name.split_once(':') {
@@ -154,6 +167,7 @@ impl Kind {
         };
         let kind = match base {
             "minrtt" | "default" => Kind::MinRtt,
+            "arrival" => Kind::Arrival,
             "roundrobin" | "rr" => Kind::RoundRobin,
             "redundant" => Kind::Redundant,
             "qoe" => Kind::Qoe {
@@ -212,6 +226,7 @@ impl SchedulerFactory for Kind {
     fn build(&self) -> Box<dyn Scheduler> {
         match *self {
             Kind::MinRtt => Box::new(MinRtt::default()),
+            Kind::Arrival => Box::new(Arrival::default()),
             Kind::RoundRobin => Box::new(RoundRobin::default()),
             Kind::Redundant => Box::new(Redundant),
             Kind::Qoe { priority } => Box::new(Qoe::new(priority)),
@@ -221,6 +236,7 @@ impl SchedulerFactory for Kind {
     fn name(&self) -> &'static str {
         match self {
             Kind::MinRtt => "minrtt",
+            Kind::Arrival => "arrival",
             Kind::RoundRobin => "roundrobin",
             Kind::Redundant => "redundant",
             Kind::Qoe { .. } => "qoe",

@@ -8,6 +8,8 @@ fn view(id: u32, rtt_ms: u64, room: bool, backup: bool, usable: bool) -> PathVie
         id: PathId(id),
         srtt: Duration::from_millis(rtt_ms),
         rttvar: Duration::ZERO,
+        min_rtt: Duration::from_millis(rtt_ms),
+        delivery_rate: None,
         cwnd: 10_000,
         in_flight: if room { 0 } else { 10_000 },
         has_room: room,
@@ -28,6 +30,7 @@ fn pick(s: &mut dyn Scheduler, paths: &[PathView], exclude: Option<PathId>) -> O
         exclude,
         mss: 1000,
         priority: None,
+        queued: 0,
     })
 }
 
@@ -222,6 +225,7 @@ fn qoe_fills_a_degraded_path_only_up_to_the_priority_share() {
             exclude: None,
             mss: 1000,
             priority,
+            queued: 0,
         })
     };
     // Bad band, priority 6: NDS/8 = 8000 bytes of the 64 000-byte window.
@@ -276,10 +280,100 @@ fn scheduler_names_with_parameters() {
         ("qoe:speed=2", "unknown parameter `speed`"),
         ("qoe:priority", "`priority` is not key=value"),
         ("minrtt:priority=2", "takes no parameter"),
-        ("fastest", "allowed: minrtt, roundrobin, redundant, qoe"),
+        (
+            "fastest",
+            "allowed: minrtt, arrival, roundrobin, redundant, qoe",
+        ),
     ];
     for (name, want) in cases {
         let e = Kind::parse(name).unwrap_err().to_string();
         assert!(e.contains(want), "{name}: {e}");
     }
+}
+
+/// A path of `rtt_ms` delivering `mbit` Mbit/s with `in_flight` bytes out of a 64 kB window.
+fn rated(id: u32, rtt_ms: u64, mbit: u64, in_flight: u64) -> PathView {
+    let mut p = view(id, rtt_ms, in_flight + 1000 <= 64_000, false, true);
+    p.cwnd = 64_000;
+    p.in_flight = in_flight;
+    p.delivery_rate = Some(mbit * 125_000);
+    p
+}
+
+fn arrival_pick(s: &mut Arrival, paths: &[PathView], queued: u64) -> Option<PathId> {
+    s.select(&Context {
+        now: Instant::ZERO,
+        paths,
+        exclude: None,
+        mss: 1000,
+        priority: None,
+        queued,
+    })
+}
+
+#[test]
+fn arrival_counts_the_queue_a_slow_path_holds_not_only_its_rtt() {
+    let mut s = Arrival::default();
+    // A 1 Mbit/s path of 10 ms with 10 kB out: its next segment arrives after 88 ms of queue
+    // and 10 ms; the 100 Mbit/s path of 50 ms with room wins, though its RTT is higher.
+    let paths = [rated(0, 50, 100, 20_000), rated(1, 10, 1, 10_000)];
+    assert_eq!(arrival_pick(&mut s, &paths, 100_000), Some(PathId(0)));
+    // Empty, the slow path's segment arrives first (18 ms): it takes it.
+    let paths = [rated(0, 50, 100, 20_000), rated(1, 10, 1, 0)];
+    assert_eq!(arrival_pick(&mut s, &paths, 100_000), Some(PathId(1)));
+    // Equal paths: the one with less queued.
+    let paths = [rated(0, 20, 10, 30_000), rated(1, 20, 10, 20_000)];
+    assert_eq!(arrival_pick(&mut s, &paths, 100_000), Some(PathId(1)));
+}
+
+#[test]
+fn arrival_waits_for_a_full_fast_path_unless_the_queue_would_keep_it_busy() {
+    // The 100 Mbit/s path of 50 ms has its window full (a segment there would arrive at
+    // 50 ms); the 1 Mbit/s path of 60 ms is empty (60 ms).
+    let paths = [rated(0, 50, 100, 64_000), rated(1, 60, 1, 0)];
+    let mut s = Arrival::default();
+    // 50 kB queued drain in 4 ms on the fast path: wait for it.
+    assert_eq!(arrival_pick(&mut s, &paths, 50_000), None);
+    // 1 MB queued take 80 ms there: the slow path helps.
+    assert_eq!(arrival_pick(&mut s, &paths, 1_000_000), Some(PathId(1)));
+    // Hysteresis: once waiting, the queue must keep the fast path busy 25 % longer than the
+    // slow path takes (75 ms): a queue of 150 kB (62 ms) is not enough.
+    let mut s = Arrival::default();
+    assert_eq!(arrival_pick(&mut s, &paths, 50_000), None);
+    assert_eq!(arrival_pick(&mut s, &paths, 150_000), None);
+    assert_eq!(arrival_pick(&mut s, &paths, 1_000_000), Some(PathId(1)));
+    // Not waiting any more: 150 kB is enough again.
+    assert_eq!(arrival_pick(&mut s, &paths, 150_000), Some(PathId(1)));
+}
+
+#[test]
+fn arrival_reinjects_on_the_earliest_path_with_room_and_keeps_backups_back() {
+    let mut s = Arrival::default();
+    let paths = [
+        rated(0, 50, 100, 0),
+        rated(1, 50, 1, 30_000),
+        rated(2, 80, 50, 0),
+    ];
+    let cx = |exclude| Context {
+        now: Instant::ZERO,
+        paths: &paths,
+        exclude,
+        mss: 1000,
+        priority: None,
+        queued: 0,
+    };
+    assert_eq!(s.select(&cx(Some(PathId(0)))), Some(PathId(2)));
+    // A backup is used only when no other path is usable.
+    let mut b = paths;
+    b[0].backup = true;
+    b[2].usable = false;
+    assert_eq!(arrival_pick(&mut s, &b, 10_000), Some(PathId(1)));
+    b[1].usable = false;
+    assert_eq!(arrival_pick(&mut s, &b, 10_000), Some(PathId(0)));
+    // Before a rate is measured, the window over the smoothed RTT stands in for it.
+    let mut fresh = rated(0, 50, 1, 0);
+    fresh.delivery_rate = None;
+    assert_eq!(arrival_pick(&mut s, &[fresh], 10_000), Some(PathId(0)));
+    assert_eq!(Kind::parse("arrival"), Ok(Kind::Arrival));
+    assert_eq!(Kind::Arrival.build().name(), "arrival");
 }
