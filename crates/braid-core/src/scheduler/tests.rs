@@ -329,8 +329,8 @@ fn arrival_counts_the_queue_a_slow_path_holds_not_only_its_rtt() {
 #[test]
 fn arrival_waits_for_a_full_fast_path_unless_the_queue_would_keep_it_busy() {
     // The 100 Mbit/s path of 50 ms has its window full (a segment there would arrive at
-    // 50 ms); the 1 Mbit/s path of 60 ms is empty (60 ms).
-    let paths = [rated(0, 50, 100, 64_000), rated(1, 60, 1, 0)];
+    // 50 ms); the 20 Mbit/s path of 60 ms is empty (60 ms).
+    let paths = [rated(0, 50, 100, 64_000), rated(1, 60, 20, 0)];
     let mut s = Arrival::default();
     // 50 kB queued drain in 4 ms on the fast path: wait for it.
     assert_eq!(arrival_pick(&mut s, &paths, 50_000), None);
@@ -344,6 +344,25 @@ fn arrival_waits_for_a_full_fast_path_unless_the_queue_would_keep_it_busy() {
     assert_eq!(arrival_pick(&mut s, &paths, 1_000_000), Some(PathId(1)));
     // Not waiting any more: 150 kB is enough again.
     assert_eq!(arrival_pick(&mut s, &paths, 150_000), Some(PathId(1)));
+}
+
+#[test]
+fn arrival_counts_a_long_queue_only_for_a_path_worth_its_late_arrivals() {
+    // Both slower paths have 70 ms; 10 MB are queued (0.8 s on the fast path).
+    let fast = rated(0, 50, 100, 64_000);
+    let mut s = Arrival::default();
+    // 20 Mbit/s (a fifth of the fast path): the whole queue counts, it is used.
+    assert_eq!(
+        arrival_pick(&mut s, &[fast, rated(1, 70, 20, 0)], 10_000_000),
+        Some(PathId(1))
+    );
+    // 1 Mbit/s: the queue counts for two of the fast path's windows (10 ms), and the fast
+    // path, 60 ms, is waited for.
+    let mut s = Arrival::default();
+    assert_eq!(
+        arrival_pick(&mut s, &[fast, rated(1, 70, 1, 0)], 10_000_000),
+        None
+    );
 }
 
 #[test]

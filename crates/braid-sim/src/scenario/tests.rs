@@ -182,7 +182,10 @@ fn reinjection_k_below_one_is_refused() {
         "{e}"
     );
     let e = err(BASE, &["connection.scheduler=fastest"]);
-    assert!(e.contains("allowed: minrtt, arrival, roundrobin, redundant"), "{e}");
+    assert!(
+        e.contains("allowed: minrtt, arrival, roundrobin, redundant"),
+        "{e}"
+    );
 }
 
 #[test]
