@@ -18,8 +18,8 @@
 //!   of the total): an exponentially weighted mean of its rate over such intervals, with the
 //!   time it was last updated. Until the time constant has passed it is the plain mean of the
 //!   intervals seen, so the first one (which holds a shaper's burst or a handed-over backlog)
-//!   does not dominate. Its 20 s time constant covers the whole of a period in which the link carried
-//!   the stream, not its last seconds (a cellular trace's delivery gaps and bursts). A link
+//!   does not dominate. Its 20 s time constant covers the whole of a period in which the link
+//!   carried the stream, not its last seconds (a cellular trace's delivery gaps and bursts). A link
 //!   that carried the stream at the application's rate has shown it can; one that delivered
 //!   less while it carried everything has shown it cannot. An estimate older than `horizon` is
 //!   forgotten.

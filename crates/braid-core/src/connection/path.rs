@@ -303,7 +303,7 @@ pub(crate) struct Path {
     progress_at: Instant,
     /// Smoothed time between acknowledgements that made progress (gain 1/8).
     progress_interval: Option<Duration>,
-    /// What the path delivers ([`Path::delivery_rate`]).
+    /// What the path delivers ([`DeliveryRate`]).
     pub delivery: DeliveryRate,
 
     pub rx: RxState,

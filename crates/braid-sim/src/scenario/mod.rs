@@ -109,23 +109,26 @@ impl Plan {
         if names.is_empty() {
             return Ok(());
         }
-        if let Some(bad) = names
-            .iter()
-            .find(|n| !self.variants.iter().any(|v| &v.name == *n))
-        {
-            let known: Vec<&str> = self.variants.iter().map(|v| v.name.as_str()).collect();
+        let known: Vec<&str> = self.variants.iter().map(|v| v.name.as_str()).collect();
+        if let Some(message) = unknown_variant(names, &known) {
             return Err(ScenarioError {
                 file: self.file.clone(),
                 key: None,
-                message: format!(
-                    "no variant named `{bad}` (the file's variants: {})",
-                    known.join(", ")
-                ),
+                message,
             });
         }
         self.variants.retain(|v| names.contains(&v.name));
         Ok(())
     }
+}
+
+/// The error for the first of `names` that is not among `known`, listing those.
+fn unknown_variant(names: &[String], known: &[&str]) -> Option<String> {
+    let bad = names.iter().find(|n| !known.contains(&n.as_str()))?;
+    Some(format!(
+        "no variant named `{bad}` (the file's variants: {})",
+        known.join(", ")
+    ))
 }
 
 /// Loads a scenario file, applies `--set` overrides, and checks every variant.
@@ -272,16 +275,11 @@ pub fn load_str_variants(
     }
     // A variant named on the command line must exist; the others are not built. (A file
     // without variants or sweep has one variant, named after its reinjection once built.)
-    let named_combos = combos.iter().all(|(n, _)| !n.is_empty());
-    if named_combos && let Some(bad) = names.iter().find(|n| !combos.iter().any(|c| &c.0 == *n)) {
-        let known: Vec<&str> = combos.iter().map(|c| c.0.as_str()).collect();
-        return Err(err(
-            None,
-            format!(
-                "no variant named `{bad}` (the file's variants: {})",
-                known.join(", ")
-            ),
-        ));
+    let known: Vec<&str> = combos.iter().map(|c| c.0.as_str()).collect();
+    if !known.contains(&"")
+        && let Some(message) = unknown_variant(names, &known)
+    {
+        return Err(err(None, message));
     }
     let selected = |n: &str| names.is_empty() || n.is_empty() || names.iter().any(|s| s == n);
     let mut variants = Vec::new();
