@@ -735,3 +735,54 @@ fn a_retransmission_lost_again_goes_over_an_idle_path_not_after_the_rto() {
         "{backup_bytes} bytes over the backup"
     );
 }
+
+/// A path's delivery rate does not count a pause: two paths open, 100 bytes, 5 s of quiet, a
+/// 10 kB write, a second of quiet, then a bulk transfer under the `arrival`
+/// scheduler, which reads that rate (here its reinjections correct a wrong estimate within
+/// a second; through the real tunnel it took 40 s). Through the real tunnel the first interval of a path once
+/// ran from its handshake to its first data seconds later and read 0.02 Mbit/s on a 40 Mbit/s
+/// link; the scheduler then gave the path nothing more, so nothing corrected it, and the
+/// transfer ran on the 20 Mbit/s path alone.
+#[test]
+fn a_pause_does_not_read_as_a_slow_path() {
+    let cfg = Config {
+        scheduler: Kind::Arrival.factory(),
+        ..Config::default()
+    };
+    let links = vec![Link::new(5).rate_mbit(40), Link::new(5).rate_mbit(20)];
+    let mut p = Pair::new(cfg, links, 1);
+    p.open_all(&[]);
+    // What a tunnel's control messages are: a few bytes once the connection is up.
+    let mut data = pattern(100, 1);
+    assert_eq!(p.client.write(&data), data.len());
+    p.run_until(ms(5_000));
+    let more = pattern(10_000, 2);
+    assert_eq!(p.client.write(&more), more.len());
+    data.extend_from_slice(&more);
+    p.run_until(ms(6_000));
+    // 10 kB is less than a round trip's worth at these rates: no interval closed on it.
+    for info in p.client.paths() {
+        let rate = info.delivery_rate.map(|r| r as f64 * 8e-6);
+        assert!(
+            rate.is_none_or(|r| r > 1.0),
+            "path {:?}: {rate:?} Mbit/s after a 5 s pause and 10 kB",
+            info.id
+        );
+    }
+    let bulk = pattern(15_000_000, 3);
+    data.extend_from_slice(&bulk);
+    p.run_until_with(ms(14_000), feeder(bulk));
+    assert!(p.server_received == data);
+    let done = p.server_reads.last().unwrap().0;
+    // 120 Mbit over 40 + 20 Mbit/s take 2 s; over the 20 Mbit/s path alone 6 s.
+    let took = done.saturating_since(ms(6_000));
+    assert!(took < Duration::from_millis(2_800), "took {took:?}");
+    for (info, mbit) in p.client.paths().zip([40.0, 20.0]) {
+        let rate = info.delivery_rate.map_or(0.0, |r| r as f64 * 8e-6);
+        assert!(
+            rate > 0.7 * mbit && rate < 1.3 * mbit,
+            "path {:?}: delivery rate {rate:.2} Mbit/s on a {mbit} Mbit/s link",
+            info.id
+        );
+    }
+}

@@ -179,6 +179,10 @@ pub struct PathInfo {
     pub srtt: Duration,
     pub rttvar: Duration,
     pub rto: Duration,
+    /// The lowest RTT seen (the initial RTT before a sample).
+    pub min_rtt: Duration,
+    /// What the path delivered recently, bytes/s (the schedulers' `PathView::delivery_rate`).
+    pub delivery_rate: Option<u64>,
     pub cwnd: u64,
     pub ssthresh: u64,
     pub in_flight: u64,
@@ -423,6 +427,8 @@ impl Connection {
             srtt: p.rtt.srtt(),
             rttvar: p.rtt.rttvar(),
             rto: p.rto(&self.cfg),
+            min_rtt: p.rtt.min(),
+            delivery_rate: p.delivery.rate(),
             cwnd: p.cc.window(),
             ssthresh: p.cc.ssthresh(),
             in_flight: p.in_flight,

@@ -293,7 +293,7 @@ pub struct TunConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConnectionConfig {
-    /// `minrtt`, `roundrobin` or `redundant`.
+    /// `minrtt`, `arrival`, `roundrobin`, `redundant` or `qoe` (`qoe:priority=1..6`).
     pub scheduler: String,
     /// `stock`, `pto`, `rejK` or `rejgK` (K ≥ 1): when a path's data is sent again on the
     /// others. Default `rejg1`: REJ with K = 1, guarded against the path's own queueing.

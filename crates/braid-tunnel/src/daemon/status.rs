@@ -30,6 +30,8 @@ pub fn connection_json(conn: &Connection, addr_of: impl Fn(PathId) -> Option<Str
                 "srtt_ms": p.srtt.as_secs_f64() * 1e3,
                 "rttvar_ms": p.rttvar.as_secs_f64() * 1e3,
                 "rto_ms": p.rto.as_secs_f64() * 1e3,
+                "min_rtt_ms": p.min_rtt.as_secs_f64() * 1e3,
+                "delivery_rate_mbit": p.delivery_rate.map(|r| r as f64 * 8e-6),
                 "cwnd": p.cwnd,
                 "ssthresh": p.ssthresh,
                 "in_flight": p.in_flight,
