@@ -293,7 +293,8 @@ pub struct TunConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConnectionConfig {
-    /// `minrtt`, `arrival`, `roundrobin`, `redundant` or `qoe` (`qoe:priority=1..6`).
+    /// `arrival` (the default: earliest estimated arrival, which keeps a slow link from holding
+    /// the stream back), `minrtt`, `roundrobin`, `redundant` or `qoe` (`qoe:priority=1..6`).
     pub scheduler: String,
     /// `stock`, `pto`, `rejK` or `rejgK` (K ≥ 1): when a path's data is sent again on the
     /// others. Default `rejg1`: REJ with K = 1, guarded against the path's own queueing.
@@ -331,7 +332,7 @@ pub struct ConnectionConfig {
 impl Default for ConnectionConfig {
     fn default() -> Self {
         ConnectionConfig {
-            scheduler: "minrtt".into(),
+            scheduler: "arrival".into(),
             reinjection: "rejg1".into(),
             congestion: "cubic".into(),
             receive_buffer: 16 << 20,

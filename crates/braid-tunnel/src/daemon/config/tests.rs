@@ -26,7 +26,7 @@ fn a_minimal_client_config_loads_with_defaults() {
     let c = ClientConfig::parse(&client_toml(), []).unwrap();
     assert_eq!(c.links.len(), 2);
     assert_eq!(c.tun.mtu, 1400);
-    assert_eq!(c.connection.scheduler, "minrtt");
+    assert_eq!(c.connection.scheduler, "arrival");
     assert_eq!(c.link_gateway(1), "192.0.2.1:7000".parse().unwrap());
     // A backup link makes `auto` the backup mode.
     assert_eq!(c.pm_config().unwrap().mode, braid_pm::Mode::Backup);
