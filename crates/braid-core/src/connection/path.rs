@@ -501,7 +501,7 @@ impl Path {
             self.progress_at = now;
         }
         self.in_flight += u64::from(pkt.size);
-        if self.in_flight + self.mss(cfg) > self.cc.window() {
+        if !self.has_room(self.mss(cfg)) {
             self.delivery.on_window_full();
         }
         self.outstanding_pkts += 1;

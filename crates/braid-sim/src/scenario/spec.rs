@@ -26,7 +26,7 @@ pub struct Paper {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConnectionSpec {
-    /// minrtt | arrival | roundrobin | redundant
+    /// minrtt | arrival | roundrobin | redundant | qoe (`qoe:priority=1..6`)
     pub scheduler: String,
     /// stock | pto | rejK | rejgK
     pub reinjection: String,
