@@ -682,18 +682,13 @@ fn a_watched_path_that_falls_silent_has_its_tail_resent_within_about_an_rtt() {
     assert!(p.client.set_watch(braid_core::PathId(99), true).is_err());
 }
 
-/// A 4 Mbit/s stream on the faster of two paths; one packet's first transmission and its fast
-/// retransmission are both lost on that path (a burst on a radio link). The other path is idle
-/// and active, or a backup. Returns the longest gap in what the receiver reads, the sender's
-/// count of retransmissions found lost again on the fast path, and the stream bytes the other
-/// path delivered.
-fn lost_retransmission_gap(other_is_backup: bool) -> (Duration, u64, u64) {
-    let mut p = fast_and_slow_pair(other_is_backup);
+/// A 4 Mbit/s stream client → server until 4 s; at 2 s (after `at_2s`) link 0 is set to drop
+/// the first transmission and the first retransmission of a byte about 10 ms ahead of what was
+/// written so far.
+fn lose_a_packet_twice(p: &mut Pair, at_2s: impl FnOnce(&Pair)) {
     let mut feed = paced(4);
     p.run_until_with(ms(2_000), &mut feed);
-    let other_bytes = |p: &Pair| stream_bytes_over(p, AddrId(1));
-    let before = other_bytes(&p);
-    // A byte about 10 ms ahead of what was written so far.
+    at_2s(p);
     let dsn = p.server_received.len() as u64 + 5_000;
     p.links[0].drop_dsn = Some((dsn, 2));
     p.run_until_with(ms(4_000), &mut feed);
@@ -701,6 +696,18 @@ fn lost_retransmission_gap(other_is_backup: bool) -> (Duration, u64, u64) {
         p.links[0].drop_dsn.is_none(),
         "both copies were sent and dropped"
     );
+}
+
+/// A 4 Mbit/s stream on the faster of two paths; one packet's first transmission and its fast
+/// retransmission are both lost on that path (a burst on a radio link). The other path is idle
+/// and active, or a backup. Returns the longest gap in what the receiver reads, the sender's
+/// count of retransmissions found lost again on the fast path, and the stream bytes the other
+/// path delivered.
+fn lost_retransmission_gap(other_is_backup: bool) -> (Duration, u64, u64) {
+    let mut p = fast_and_slow_pair(other_is_backup);
+    let other_bytes = |p: &Pair| stream_bytes_over(p, AddrId(1));
+    let mut before = 0;
+    lose_a_packet_twice(&mut p, |p| before = other_bytes(p));
     let id = p.client.paths().find(|i| i.local == AddrId(0)).unwrap().id;
     let lost_again = p.client.path(id).unwrap().stats.lost_retransmissions;
     let gap = p.max_server_gap(ms(1_900), ms(4_000));
@@ -733,6 +740,77 @@ fn a_retransmission_lost_again_goes_over_an_idle_path_not_after_the_rto() {
     assert!(
         backup_bytes > 0 && backup_bytes < 20_000,
         "{backup_bytes} bytes over the backup"
+    );
+}
+
+/// A 4 Mbit/s stream on a connection with ONE path; one packet's first transmission and its
+/// fast retransmission are both lost. Returns the longest gap in what the receiver reads and
+/// the sender's count of retransmissions found lost again.
+fn lone_path_lost_retransmission_gap(linux_recovery: bool) -> (Duration, u64) {
+    let cfg = Config {
+        linux_recovery,
+        ..Config::default()
+    };
+    let mut p = Pair::new(cfg, vec![Link::new(8).rate_mbit(27)], 1);
+    p.open_all(&[]);
+    lose_a_packet_twice(&mut p, |_| ());
+    let lost_again = p.client.paths().next().unwrap().stats.lost_retransmissions;
+    (p.max_server_gap(ms(1_900), ms(4_000)), lost_again)
+}
+
+#[test]
+fn linux_recovery_resends_a_retransmission_lost_again_on_the_only_path() {
+    let (gap, found) = lone_path_lost_retransmission_gap(true);
+    let (stock_gap, stock_found) = lone_path_lost_retransmission_gap(false);
+    eprintln!("longest gap: {gap:?} with linux_recovery, {stock_gap:?} without");
+    assert_eq!((found, stock_found), (1, 1));
+    // Found about a round trip after the retransmission and sent again at once: two round
+    // trips of 16 ms and the reordering window, far under the RTO (≥ 200 ms) the path waits
+    // for without it.
+    assert!(gap < Duration::from_millis(100), "gap {gap:?}");
+    assert!(stock_gap > Duration::from_millis(200), "gap {stock_gap:?}");
+}
+
+/// 40 MB over one path of 100 Mbit/s, RTT 50 ms and a 12 ms drop-tail queue (a fifth of the
+/// bandwidth-delay product): the slow start overshoots the queue, loses dozens of packets at
+/// once and some of their retransmissions too. Returns the transfer's rate in Mbit/s, from
+/// the first write to the last byte read, and the path's RTO count.
+fn short_queue_transfer(linux_recovery: bool) -> (f64, u64) {
+    let cfg = Config {
+        linux_recovery,
+        send_buffer: 16 << 20,
+        receive_buffer: 16 << 20,
+        ..Config::default()
+    };
+    let mut link = Link::new(25).rate_mbit(100);
+    link.max_queue = Duration::from_millis(12);
+    let mut p = Pair::new(cfg, vec![link], 1);
+    p.open_all(&[]);
+    let start = p.now;
+    let data = pattern(40_000_000, 4);
+    p.run_until_with(ms(20_000), feeder(data.clone()));
+    assert!(p.server_received == data, "the transfer is intact");
+    let took = p.server_reads.last().unwrap().0.saturating_since(start);
+    let rtos = p.client.paths().next().unwrap().stats.rto_count;
+    (data.len() as f64 * 8e-6 / took.as_secs_f64(), rtos)
+}
+
+#[test]
+fn linux_recovery_keeps_a_short_queue_link_full_after_the_slow_start() {
+    let (rate, rtos) = short_queue_transfer(true);
+    let (stock_rate, stock_rtos) = short_queue_transfer(false);
+    eprintln!(
+        "{rate:.1} Mbit/s ({rtos} RTOs) with linux_recovery, {stock_rate:.1} ({stock_rtos}) without"
+    );
+    // Without it the retransmissions lost in the overshoot wait for the RTO, the window
+    // falls to one segment, and CUBIC needs seconds to regrow from a third of the
+    // bandwidth-delay product. With it the overshoot costs one reduction.
+    assert_eq!(rtos, 0);
+    assert!(stock_rtos >= 1);
+    assert!(rate > 80.0, "{rate:.1} Mbit/s on a 100 Mbit/s link");
+    assert!(
+        rate > 1.15 * stock_rate,
+        "{rate:.1} against {stock_rate:.1} Mbit/s"
     );
 }
 

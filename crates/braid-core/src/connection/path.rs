@@ -587,6 +587,27 @@ impl Path {
         None
     }
 
+    /// Marks these outstanding packets lost and queues them for retransmission on this path
+    /// (retransmissions lost again, RFC 8985). The window is not reduced again: they belong
+    /// to the recovery that retransmitted them.
+    pub fn requeue_lost(&mut self, seqs: &[u64]) {
+        for &seq in seqs {
+            let Some(p) = self.packet_mut(seq) else {
+                continue;
+            };
+            if p.state != SentState::Outstanding {
+                continue;
+            }
+            p.state = SentState::Lost;
+            let size = u64::from(p.size);
+            self.in_flight -= size;
+            self.outstanding_pkts -= 1;
+            self.lost_pkts += 1;
+            let at = self.lost.partition_point(|&s| s < seq);
+            self.lost.insert(at, seq);
+        }
+    }
+
     pub fn pop_lost(&mut self, seq: u64) {
         if self.lost.front() == Some(&seq) {
             self.lost.pop_front();
@@ -703,7 +724,7 @@ impl Path {
         } else {
             self.stats.duplicate_acks += 1;
         }
-        out.newly_lost = self.detect_losses(now);
+        out.newly_lost = self.detect_losses(now, cfg.linux_recovery);
         out.lost_again = self.lost_retransmissions(now);
         if self.recovery_point.is_some_and(|rp| self.base_seq >= rp) {
             self.recovery_point = None;
@@ -729,7 +750,7 @@ impl Path {
 
     /// RFC 6675 IsLost(): a packet with DupThresh selectively acknowledged packets above it is
     /// lost. Each packet is examined once (`loss_floor` only moves up).
-    fn detect_losses(&mut self, now: Instant) -> u64 {
+    fn detect_losses(&mut self, now: Instant, per_episode: bool) -> u64 {
         let Some(threshold) = self.dup_thresh_point() else {
             return 0;
         };
@@ -755,12 +776,15 @@ impl Path {
         if let Some(sent) = first_lost_sent {
             self.stats.lost_packets += newly;
             self.loss_rate = self.loss_rate * (1.0 - 1.0 / 64.0) + 1.0 / 64.0;
-            if self.recovery_point.is_none() {
+            let episode = self.recovery_point.is_none();
+            if episode {
                 self.recovery_point = Some(self.next_seq);
                 self.stats.fast_retransmits += 1;
                 self.fast_retransmit = true;
             }
-            self.cc.on_loss(now, sent, self.in_flight);
+            if episode || !per_episode {
+                self.cc.on_loss(now, sent, self.in_flight);
+            }
             self.set_timer(PathTimer::Pto, None);
         }
         newly

@@ -305,12 +305,16 @@ impl Connection {
         if out.open_acked && !p.is_established() {
             self.on_path_established(idx);
         }
-        if !out.lost_again.is_empty() && self.idle_path_besides(idx) {
-            let p = &mut self.paths[idx];
-            let data = p.take_for_copy(&out.lost_again);
-            p.stats.reinjected_from += data.len() as u64;
-            let from = p.id;
-            self.queue_reinjections(data, from);
+        if !out.lost_again.is_empty() {
+            if self.idle_path_besides(idx) {
+                let p = &mut self.paths[idx];
+                let data = p.take_for_copy(&out.lost_again);
+                p.stats.reinjected_from += data.len() as u64;
+                let from = p.id;
+                self.queue_reinjections(data, from);
+            } else if self.cfg.linux_recovery {
+                self.paths[idx].requeue_lost(&out.lost_again);
+            }
         }
         // Seed 002 §III: the reinjection timer restarts on every ACK, duplicates included.
         self.update_reinject_timer(idx);

@@ -745,6 +745,7 @@ fn build_config(c: &ConnectionSpec) -> Result<Config, CheckError> {
         max_paths: 8,
         idle_timeout: None,
         opportunistic_retransmission: c.opportunistic_retransmission,
+        linux_recovery: c.linux_recovery,
         congestion: congestion.factory(c.initial_window),
         scheduler: scheduler.factory(),
         reinjection: reinjection.shared(),

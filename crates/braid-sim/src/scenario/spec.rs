@@ -49,6 +49,10 @@ pub struct ConnectionSpec {
     pub receive_buffer: Size,
     pub max_datagram_size: u32,
     pub opportunistic_retransmission: bool,
+    /// Loss recovery as current Linux runs it (`Config::linux_recovery`: lost retransmissions
+    /// resent on their path, one window reduction per recovery episode); off by default, as
+    /// the README's figures were measured. The tunnel's hosts' TCP follows it.
+    pub linux_recovery: bool,
     /// Floor of RTTVAR in the REJ formula.
     pub rej_min_rttvar: Dur,
     /// Liveness probes as `braid tunnel` sends them (every keepalive on every link, answered
@@ -80,6 +84,7 @@ impl Default for ConnectionSpec {
             receive_buffer: Size(c.receive_buffer),
             max_datagram_size: c.max_datagram_size as u32,
             opportunistic_retransmission: c.opportunistic_retransmission,
+            linux_recovery: c.linux_recovery,
             rej_min_rttvar: Dur(braid_core::reinject::REJ_MIN_RTTVAR),
             liveness_probe: None,
         }

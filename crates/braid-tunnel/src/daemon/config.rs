@@ -301,6 +301,10 @@ pub struct ConnectionConfig {
     pub reinjection: String,
     /// `newreno`, `cubic`, `lia` or `olia`.
     pub congestion: String,
+    /// Loss recovery as current Linux runs it (`braid_core::Config::linux_recovery`): a
+    /// retransmission lost again is resent on its path rather than after the RTO, and a
+    /// path's window is reduced once per recovery episode.
+    pub linux_recovery: bool,
     /// Shared receive buffer, bytes (≥ 2 × BDP of the slower path for aggregation).
     pub receive_buffer: u64,
     /// Send buffer, bytes.
@@ -335,6 +339,7 @@ impl Default for ConnectionConfig {
             scheduler: "arrival".into(),
             reinjection: "rejg1".into(),
             congestion: "cubic".into(),
+            linux_recovery: true,
             receive_buffer: 16 << 20,
             send_buffer: 16 << 20,
             max_datagram_size: 0,
@@ -879,6 +884,7 @@ pub(crate) fn core_config(
         max_ack_delay: Duration::from_millis(c.max_ack_delay_ms),
         initial_window: c.initial_window,
         congestion: congestion.factory(c.initial_window),
+        linux_recovery: c.linux_recovery,
         scheduler: scheduler.factory(),
         reinjection: reinjection.shared(),
         ..d
