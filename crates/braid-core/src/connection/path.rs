@@ -592,20 +592,25 @@ impl Path {
     /// to the recovery that retransmitted them.
     pub fn requeue_lost(&mut self, seqs: &[u64]) {
         for &seq in seqs {
-            let Some(p) = self.packet_mut(seq) else {
-                continue;
-            };
-            if p.state != SentState::Outstanding {
-                continue;
+            if self.mark_lost(seq).is_some() {
+                let at = self.lost.partition_point(|&s| s < seq);
+                self.lost.insert(at, seq);
             }
-            p.state = SentState::Lost;
-            let size = u64::from(p.size);
-            self.in_flight -= size;
-            self.outstanding_pkts -= 1;
-            self.lost_pkts += 1;
-            let at = self.lost.partition_point(|&s| s < seq);
-            self.lost.insert(at, seq);
         }
+    }
+
+    /// An outstanding packet becomes lost (out of the flight, counted); returns when it was
+    /// sent, or `None` if it was not outstanding. The caller queues it for retransmission.
+    fn mark_lost(&mut self, seq: u64) -> Option<Instant> {
+        let p = self
+            .packet_mut(seq)
+            .filter(|p| p.state == SentState::Outstanding)?;
+        p.state = SentState::Lost;
+        let (size, time) = (u64::from(p.size), p.time);
+        self.in_flight -= size;
+        self.outstanding_pkts -= 1;
+        self.lost_pkts += 1;
+        Some(time)
     }
 
     pub fn pop_lost(&mut self, seq: u64) {
@@ -758,14 +763,7 @@ impl Path {
         let mut first_lost_sent = None;
         let mut seq = self.loss_floor.max(self.base_seq);
         while seq < threshold {
-            if let Some(p) = self.packet_mut(seq)
-                && p.state == SentState::Outstanding
-            {
-                p.state = SentState::Lost;
-                let (size, time) = (u64::from(p.size), p.time);
-                self.in_flight -= size;
-                self.outstanding_pkts -= 1;
-                self.lost_pkts += 1;
+            if let Some(time) = self.mark_lost(seq) {
                 self.lost.push_back(seq);
                 first_lost_sent.get_or_insert(time);
                 newly += 1;
