@@ -190,34 +190,37 @@ pub fn receiver(ns: &NetNs, port: u16) -> JoinHandle<Received> {
     let s = mptcp_listener(ns, port, 1);
     std::thread::spawn(move || {
         let (c, _) = s.accept().unwrap();
-        let mut c: std::net::TcpStream = c.into();
-        // A connection that died must end the test, not hang it.
-        c.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
-        let mut buf = vec![0u8; 256 * 1024];
-        let mut h = Sha256::new();
-        let mut reads = Vec::new();
-        let mut bytes = 0u64;
-        let mut start = None;
-        loop {
-            let n = c.read(&mut buf).unwrap_or(0);
-            if n == 0 {
-                break;
-            }
-            let now = Instant::now();
-            let s0 = *start.get_or_insert(now);
-            reads.push((now - s0, n));
-            bytes += n as u64;
-            h.update(&buf[..n]);
-        }
-        // Tell the sender everything was read.
-        let _ = c.shutdown(std::net::Shutdown::Write);
-        Received {
-            bytes,
-            sha256: hex(&h.finalize()),
-            reads,
-            start: start.unwrap_or_else(Instant::now),
-        }
+        read_stream(c.into())
     })
+}
+
+/// Reads `c` to its end, then tells the sender everything was read.
+fn read_stream(mut c: std::net::TcpStream) -> Received {
+    // A connection that died must end the test, not hang it.
+    c.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut h = Sha256::new();
+    let mut reads = Vec::new();
+    let mut bytes = 0u64;
+    let mut start = None;
+    loop {
+        let n = c.read(&mut buf).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        let now = Instant::now();
+        let s0 = *start.get_or_insert(now);
+        reads.push((now - s0, n));
+        bytes += n as u64;
+        h.update(&buf[..n]);
+    }
+    let _ = c.shutdown(std::net::Shutdown::Write);
+    Received {
+        bytes,
+        sha256: hex(&h.finalize()),
+        reads,
+        start: start.unwrap_or_else(Instant::now),
+    }
 }
 
 pub struct Sent {
@@ -256,48 +259,79 @@ pub fn sender_with(
     std::thread::spawn(move || {
         s.connect_timeout(&to.into(), Duration::from_secs(5))
             .expect("connect");
-        let mut c: std::net::TcpStream = s.into();
-        let _ = c.set_nodelay(true);
-        c.set_write_timeout(Some(Duration::from_secs(8))).unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut aborted = false;
-        let mut h = Sha256::new();
-        let mut bytes = 0u64;
-        let size = opts.cbr.map_or(64 * 1024, |(_, size)| size);
-        let mut block = vec![0u8; size];
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let t0 = Instant::now();
-        let mut n = 0u64;
-        while !stop.load(Ordering::Relaxed) {
-            if let Some((rate, size)) = opts.cbr {
-                let at = t0 + Duration::from_secs_f64(n as f64 * size as f64 * 8.0 / rate);
-                n += 1;
-                if let Some(wait) = at.checked_duration_since(Instant::now()) {
-                    std::thread::sleep(wait);
-                }
-            }
-            for b in block.chunks_mut(8) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                b.copy_from_slice(&x.to_le_bytes()[..b.len()]);
-            }
-            if c.write_all(&block).is_err() {
-                aborted = true;
-                break;
-            }
-            h.update(&block);
-            bytes += block.len() as u64;
-        }
-        let _ = c.shutdown(std::net::Shutdown::Write);
-        // Wait for the peer to finish reading.
-        let _ = c.read(&mut [0u8; 1]);
-        Sent {
-            bytes,
-            sha256: hex(&h.finalize()),
-            aborted,
-        }
+        write_stream(s.into(), &stop, opts)
     })
+}
+
+/// A download: the client connects to the server's `port` and reads; the server writes with
+/// `opts` until `stop`. Returns (the server's sender, the client's receiver).
+pub fn download(
+    t: &Topo,
+    port: u16,
+    stop: Arc<AtomicBool>,
+    opts: SendOpts,
+) -> (JoinHandle<Sent>, JoinHandle<Received>) {
+    let l = mptcp_listener(&t.server, port, 1);
+    let tx = std::thread::spawn(move || {
+        let (c, _) = l.accept().unwrap();
+        if let Some(b) = opts.send_buffer {
+            c.set_send_buffer_size(b).expect("SO_SNDBUF");
+        }
+        write_stream(c.into(), &stop, opts)
+    });
+    let s = t.client.run(mptcp_socket);
+    let to: SocketAddr = format!("{SERVER}:{port}").parse().unwrap();
+    let rx = std::thread::spawn(move || {
+        s.connect_timeout(&to.into(), Duration::from_secs(5))
+            .expect("connect");
+        read_stream(s.into())
+    });
+    (tx, rx)
+}
+
+/// Writes a deterministic byte stream on `c` until `stop`, then waits for the peer to have
+/// read it all.
+fn write_stream(mut c: std::net::TcpStream, stop: &AtomicBool, opts: SendOpts) -> Sent {
+    let _ = c.set_nodelay(true);
+    c.set_write_timeout(Some(Duration::from_secs(8))).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut aborted = false;
+    let mut h = Sha256::new();
+    let mut bytes = 0u64;
+    let size = opts.cbr.map_or(64 * 1024, |(_, size)| size);
+    let mut block = vec![0u8; size];
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let t0 = Instant::now();
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        if let Some((rate, size)) = opts.cbr {
+            let at = t0 + Duration::from_secs_f64(n as f64 * size as f64 * 8.0 / rate);
+            n += 1;
+            if let Some(wait) = at.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+        for b in block.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b.copy_from_slice(&x.to_le_bytes()[..b.len()]);
+        }
+        if c.write_all(&block).is_err() {
+            aborted = true;
+            break;
+        }
+        h.update(&block);
+        bytes += block.len() as u64;
+    }
+    let _ = c.shutdown(std::net::Shutdown::Write);
+    // Wait for the peer to finish reading.
+    let _ = c.read(&mut [0u8; 1]);
+    Sent {
+        bytes,
+        sha256: hex(&h.finalize()),
+        aborted,
+    }
 }
 
 fn hex(b: &[u8]) -> String {
@@ -462,8 +496,17 @@ pub fn nstat(ns: &NetNs, counter: &str) -> u64 {
 
 /// Bytes sent on a client link since creation.
 pub fn tx_bytes(ns: &NetNs, dev: &str) -> u64 {
+    link_bytes(ns, dev, "tx_bytes")
+}
+
+/// Bytes received on a client link since creation.
+pub fn rx_bytes(ns: &NetNs, dev: &str) -> u64 {
+    link_bytes(ns, dev, "rx_bytes")
+}
+
+fn link_bytes(ns: &NetNs, dev: &str, counter: &str) -> u64 {
     let out = ns
-        .exec(&["cat", &format!("/sys/class/net/{dev}/statistics/tx_bytes")])
+        .exec(&["cat", &format!("/sys/class/net/{dev}/statistics/{counter}")])
         .unwrap();
     String::from_utf8_lossy(&out.stdout)
         .trim()
