@@ -168,6 +168,110 @@ fn rss_drives_kernel_subflows() {
     assert_eq!(st["stats"]["kernel_request_errors"], 0, "{st:#}");
 }
 
+/// The backup flag reaches the peer in one MP_PRIO, on one pure ACK of the demoted subflow,
+/// which the kernel never re-sends; on a fading link that ACK may be lost, and the peer then
+/// goes on sending on the demoted subflow. A download (the server sends 8 Mbit/s) over c1 and
+/// c2: c1's signal falls below T while everything the client sends on c1 is dropped, so its
+/// MP_PRIO is lost (the drop rule's counter and `MPTcpExtMPPrioTx` show it); then c1 carries
+/// again. Without `resend_prio` the server goes on using c1 (the loss sticks); with it
+/// (the default) braid pm sees c1 still receiving, sends MP_PRIO again, and c2 carries the
+/// stream. Asserted, in the same test: c1's share of the second after the drop is above half
+/// without, c2 carries over 10× c1's bytes with; both streams intact.
+#[test]
+fn a_lost_mp_prio_is_sent_again_while_the_subflow_still_receives() {
+    let Some(_alone) = timing_test() else {
+        return;
+    };
+    let mut shares = Vec::new();
+    for (i, resend) in [false, true].into_iter().enumerate() {
+        let t = Topo::new(&format!("bpp{i}"), [20, 20], true);
+        t.userspace_pm();
+        let d = Daemon::braid_pm(
+            &t.client,
+            &format!("{CROSS}\n[kernel]\nresend_prio = {resend}\n"),
+        );
+        d.rssi("c1", -60.0);
+        d.rssi("c2", -60.0);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = download(
+            &t,
+            5202,
+            stop.clone(),
+            SendOpts {
+                cbr: Some((8e6, 1200)),
+                ..SendOpts::default()
+            },
+        );
+        d.wait("subflows on c1 and c2", Duration::from_secs(5), |s| {
+            let f = subflows(s);
+            f.contains(&("c1".into(), false)) && f.contains(&("c2".into(), false))
+        });
+        std::thread::sleep(Duration::from_secs(1));
+        let drop_rule = "OUTPUT -o c1 -j DROP";
+        t.client
+            .iptables(&[&format!("-A {drop_rule}")])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let prio0 = nstat(&t.client, "MPTcpExtMPPrioTx");
+        d.rssi("c1", -90.0);
+        d.wait("c1 backup", Duration::from_secs(5), |s| {
+            subflows(s).contains(&("c1".into(), true))
+        });
+        let prio1 = nstat(&t.client, "MPTcpExtMPPrioTx");
+        std::thread::sleep(Duration::from_millis(50));
+        let dropped = iptables_packets(&t.client, "OUTPUT");
+        t.client
+            .iptables(&[&format!("-D {drop_rule}")])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            prio1 > prio0 && dropped > 0,
+            "the MP_PRIO went out while c1 dropped: MPTcpExtMPPrioTx {prio0} -> {prio1}, {dropped} packets dropped"
+        );
+        // What each link carries one second after the drop, for one second.
+        std::thread::sleep(Duration::from_secs(1));
+        let (a1, a2) = (rx_bytes(&t.client, "c1"), rx_bytes(&t.client, "c2"));
+        std::thread::sleep(Duration::from_secs(1));
+        let (b1, b2) = (rx_bytes(&t.client, "c1"), rx_bytes(&t.client, "c2"));
+        let st = d.status();
+        stop.store(true, Ordering::Relaxed);
+        let sent = tx.join().expect("sender");
+        let got = rx.join().expect("receiver");
+        assert!(
+            !sent.aborted && got.bytes == sent.bytes && got.sha256 == sent.sha256,
+            "the download arrived intact (resend_prio = {resend})"
+        );
+        assert_eq!(st["stats"]["kernel_request_errors"], 0, "{st:#}");
+        shares.push((b1 - a1, b2 - a2, st["stats"]["prio_resent"].as_u64()));
+    }
+    eprintln!(
+        "bytes received on (c1, c2) one second after a lost MP_PRIO, and MP_PRIO repeats: without resend_prio {:?}, with {:?}",
+        shares[0], shares[1]
+    );
+    let [(off1, off2, off_resent), (on1, on2, on_resent)] = shares[..] else {
+        unreachable!()
+    };
+    assert_eq!(off_resent, Some(0));
+    assert!(
+        off1 > off2,
+        "without resend_prio the lost MP_PRIO sticks: c1 {off1} B, c2 {off2} B"
+    );
+    assert!(
+        on_resent >= Some(1) && on2 > 10 * on1.max(1) && on2 > 500_000,
+        "with resend_prio c2 carries the stream: c1 {on1} B, c2 {on2} B, {on_resent:?} repeats"
+    );
+}
+
+/// Packets a chain of the namespace's filter table dropped (`iptables -vxn`).
+fn iptables_packets(ns: &NetNs, chain: &str) -> u64 {
+    let out = ns
+        .output(&["iptables", "-L", chain, "-v", "-x", "-n"])
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("DROP"))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// The capacity-aware cross-layer mode on the kernel: a 4 Mbit/s stream over c1 (20 Mbit/s)
 /// and c2 (2 Mbit/s). While c1's signal is weak (Algorithm 1: nothing known yet) c2 carries the
 /// stream alone and delivers 2 Mbit/s — braid pm reads that from sock_diag; c1 recovers and
@@ -1050,7 +1154,8 @@ impl Lab {
     }
 
     /// `braid lab --json` on the file with one variant, `pm.mode = mode`, one run: its JSON
-    /// and standard error.
+    /// and standard error, followed by braid pm's log and final status when it ran (kept with
+    /// `--keep`: what a failed assertion needs to be understood).
     fn run(&self, endpoint: &str, mode: &str, set: &[&str]) -> (serde_json::Value, String) {
         let file = self.dir.join(format!("{mode}.toml"));
         std::fs::write(
@@ -1062,17 +1167,26 @@ impl Lab {
         )
         .unwrap();
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_braid"));
+        let keep = self.dir.join("keep");
+        let _ = std::fs::remove_dir_all(&keep);
         cmd.args(["lab", file.to_str().unwrap(), "--endpoint", endpoint])
-            .args(["--reps", "1", "--json", "-q"]);
+            .args(["--reps", "1", "--json", "-q", "--keep"])
+            .arg(&keep);
         for s in set {
             cmd.args(["--set", s]);
         }
         let out = cmd.current_dir(&self.root).output().expect("run braid lab");
-        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        let mut err = String::from_utf8_lossy(&out.stderr).to_string();
         assert!(
             out.status.success(),
             "braid lab --endpoint {endpoint}: {err}"
         );
+        let run = keep.join(format!("{mode}-seed1"));
+        for f in ["pm.log", "status-pm.json"] {
+            if let Ok(text) = std::fs::read_to_string(run.join(f)) {
+                err += &format!("\n{f}:\n{text}");
+            }
+        }
         (serde_json::from_slice(&out.stdout).expect("JSON"), err)
     }
 }

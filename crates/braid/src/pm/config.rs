@@ -23,6 +23,8 @@
 //! bind_to_device = true       # bind each subflow to its interface; false: its packets follow
 //!                             # the routing tables both ways (a multi-hop network whose
 //!                             # replies may come back over another interface: `braid route`)
+//! resend_prio = true          # send MP_PRIO backup again while the demoted subflow still
+//!                             # receives data (the peer missed it: it crossed the fading link)
 //!
 //! [hmm]                       # optional: seed 004 prediction
 //! interval_ms = 1000
@@ -107,6 +109,8 @@ struct KernelFile {
     drain_check_ms: Option<u64>,
     #[serde(default = "yes")]
     bind_to_device: bool,
+    #[serde(default = "yes")]
+    resend_prio: bool,
 }
 
 impl Default for KernelFile {
@@ -116,6 +120,7 @@ impl Default for KernelFile {
             drain_max_unacked: None,
             drain_check_ms: None,
             bind_to_device: true,
+            resend_prio: true,
         }
     }
 }
@@ -165,6 +170,9 @@ pub struct PmSettings {
     /// tables decide both ways, as a multi-hop network needs, where a subflow's replies may
     /// arrive on another interface than it left by (and a bound socket would drop them).
     pub bind_to_device: bool,
+    /// A subflow flagged backup that still receives data gets the flag (MP_PRIO) again: the
+    /// peer did not hear it. See `prio.rs`.
+    pub resend_prio: bool,
 }
 
 /// Default of `kernel.drain_max_unacked`: re-sending 32 KB costs 13 ms at 20 Mbit/s.
@@ -181,6 +189,7 @@ impl Default for PmSettings {
             drain_max_unacked: Some(DRAIN_MAX_UNACKED),
             drain_check: Duration::from_millis(20),
             bind_to_device: true,
+            resend_prio: true,
         }
     }
 }
@@ -310,6 +319,7 @@ pub fn parse(text: &str, base: &Path) -> Result<PmSettings, String> {
             .then(|| f.kernel.drain_max_unacked.unwrap_or(DRAIN_MAX_UNACKED)),
         drain_check,
         bind_to_device: f.kernel.bind_to_device,
+        resend_prio: f.kernel.resend_prio,
         managed: policy.ifaces.iter().map(|i| i.name.clone()).collect(),
         policy,
         control: f.control.unwrap_or_else(|| PathBuf::from(DEFAULT_CONTROL)),
@@ -331,6 +341,12 @@ mod tests {
         assert!(p("mode = \"fullmesh\"").unwrap().bind_to_device);
         let s = p("mode = \"fullmesh\"\n[kernel]\nbind_to_device = false").unwrap();
         assert!(!s.bind_to_device);
+    }
+
+    #[test]
+    fn mp_prio_is_resent_unless_told() {
+        assert!(p("mode = \"fullmesh\"").unwrap().resend_prio);
+        assert!(!p("[kernel]\nresend_prio = false").unwrap().resend_prio);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use super::bridge::{Bridge, KernelOp};
 use super::config::PmSettings;
 use super::drain::{Drain, KernelState};
+use super::prio::Prio;
 use super::revive::Revive;
 
 /// Kernel requests that failed, kept for `status`.
@@ -109,9 +110,10 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
     let mut counters = Counters::default();
     let mut drain = Drain::new(settings.drain_max_unacked);
     let mut revive = Revive::default();
-    // sock_diag serves the drain, the capacity-aware modes' traffic samples and the
-    // replacement of subflows stuck in retransmission backoff (`revive`); only the first two
-    // cannot do without it.
+    let mut prio = Prio::default();
+    // sock_diag serves the drain, the capacity-aware modes' traffic samples, the replacement
+    // of subflows stuck in retransmission backoff (`revive`) and the repeat of a backup flag
+    // the peer missed (`prio`); only the first two cannot do without it.
     let mut diag = if settings.drain_max_unacked.is_some() || settings.policy.mode.capacity_aware()
     {
         Some(MptcpDiag::open().context("sock_diag (MPTCP connection state)")?)
@@ -121,7 +123,8 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
             Err(e) => {
                 tracing::warn!(
                     "sock_diag unavailable ({e}): a subflow made active again while its \
-                     retransmission timer is backed off waits for that timer"
+                     retransmission timer is backed off waits for that timer, and a backup \
+                     flag is sent once"
                 );
                 None
             }
@@ -284,6 +287,32 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                     }
                 }
             }
+            () = async {
+                match prio.due() {
+                    Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(start) + at.since_epoch()).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if let Some(d) = diag.as_mut() {
+                    match d.tcp().await {
+                        Ok(sockets) => {
+                            let again = prio.check(now(), &sockets);
+                            for op in &again {
+                                tracing::info!(
+                                    ?op,
+                                    "the subflow still receives data after its backup flag: \
+                                     the peer missed the MP_PRIO, sending it again"
+                                );
+                            }
+                            ops.extend(again);
+                        }
+                        Err(e) => {
+                            tracing::warn!("sock_diag: {e}");
+                            prio.postpone(now());
+                        }
+                    }
+                }
+            }
             r = netmon.next() => {
                 let e = r.context("rtnetlink monitor")?;
                 counters.net_events += 1;
@@ -396,6 +425,9 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
             }
             tracing::info!(?op, "kernel request done");
             bridge.applied(&op);
+            if settings.resend_prio && diag.is_some() {
+                prio.applied(&op, now());
+            }
             // A subflow made active again while its retransmission timer is backed off:
             // replace it (see `revive`).
             if let KernelOp::SetBackup {
@@ -424,7 +456,7 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
         let v = status_json(
             &pm,
             &bridge,
-            (&drain, &revive),
+            (&drain, &revive, &prio),
             &counters,
             &sig_stats,
             &events,
@@ -478,7 +510,7 @@ async fn execute(c: &mut PmClient, op: &KernelOp, bind: bool) -> Result<(), brai
 fn status_json(
     pm: &Manager,
     bridge: &Bridge,
-    (drain, revive): (&Drain, &Revive),
+    (drain, revive, prio): (&Drain, &Revive, &Prio),
     counters: &Counters,
     sig: &SignalStats,
     events: &PmEvents,
@@ -597,6 +629,9 @@ fn status_json(
             "backoff_replaced": revive.stats.replaced,
             "backoff_replacements_abandoned": revive.stats.abandoned,
             "backoff_replacements_pending": revive.pending(),
+            "prio_resent": prio.stats.resent,
+            "prio_heard": prio.stats.heard,
+            "prio_unheard": prio.stats.unheard,
         },
         "last_errors": counters.last_errors.iter().collect::<Vec<_>>(),
         "signal": sig.to_json(),

@@ -6,6 +6,7 @@ mod bridge;
 pub mod config;
 mod daemon;
 mod drain;
+mod prio;
 mod revive;
 mod wifi;
 
