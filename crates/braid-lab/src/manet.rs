@@ -378,10 +378,19 @@ impl Manet {
 
     /// Bytes node `a` sent to `b` on interface `x` (its port's counter).
     pub fn tx_bytes(&self, a: u32, x: usize, b: u32) -> u64 {
+        self.port_bytes(a, x, b, "tx_bytes")
+    }
+
+    /// Bytes node `a` received from `b` on interface `x` (its port's counter).
+    pub fn rx_bytes(&self, a: u32, x: usize, b: u32) -> u64 {
+        self.port_bytes(a, x, b, "rx_bytes")
+    }
+
+    fn port_bytes(&self, a: u32, x: usize, b: u32, counter: &str) -> u64 {
         self.ns(a)
             .exec(&[
                 "cat",
-                &format!("/sys/class/net/{}/statistics/tx_bytes", port(x, b)),
+                &format!("/sys/class/net/{}/statistics/{counter}", port(x, b)),
             ])
             .ok()
             .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())

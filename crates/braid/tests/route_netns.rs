@@ -223,10 +223,14 @@ fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
         assert_eq!(subnet(l), subnet(r), "subflow {l} -> {r} crosses subnets");
     }
     std::thread::sleep(Duration::from_secs(2));
-    // Bytes/s M1 sent on its interface e2 towards M3 and towards M4, over one second.
+    // Bytes/s M1 sent on its interface e2 towards M3 and towards M4, over one second; and
+    // what it received on it from each (the acknowledgements' path), for the record.
+    let acks = std::cell::Cell::new((0, 0));
     let via = || {
         let (a3, a4) = (m.tx_bytes(1, 2, 3), m.tx_bytes(1, 2, 4));
+        let (r3, r4) = (m.rx_bytes(1, 2, 3), m.rx_bytes(1, 2, 4));
         std::thread::sleep(Duration::from_secs(1));
+        acks.set((m.rx_bytes(1, 2, 3) - r3, m.rx_bytes(1, 2, 4) - r4));
         (m.tx_bytes(1, 2, 3) - a3, m.tx_bytes(1, 2, 4) - a4)
     };
     // The kernel's scheduler may leave one subflow idle for a second (seen once in CI: 148 B/s
@@ -261,6 +265,7 @@ fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
             break;
         }
     }
+    let (acks_m3, acks_m4) = acks.get();
     let st1 = status(&m, 1, &routes);
     let follow = withdrawn(&m, &st1, 3);
     let follow3 = withdrawn(&m, &status(&m, 3, &routes), 1);
@@ -303,7 +308,7 @@ fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
         .unwrap_or(0.0)
         / 1e6;
     eprintln!(
-        "subflows follow: lane e2 to M8 before the cut {lane2:?}; M1 e2 → M3 {via_m3_before} B/s before the fade, {via_m3} B/s in the last second before the cut, → M4 {via_m4} B/s; iperf3 {mbit:.1} Mbit/s over 25 s; lane-e2 subflows after the cut {lane2_subflows:?}"
+        "subflows follow: lane e2 to M8 before the cut {lane2:?}; M1 e2 → M3 {via_m3_before} B/s before the fade, {via_m3} B/s in the last second before the cut, → M4 {via_m4} B/s (received from M3 {acks_m3}, from M4 {acks_m4} B/s); iperf3 {mbit:.1} Mbit/s over 25 s; lane-e2 subflows after the cut {lane2_subflows:?}"
     );
     assert_eq!(
         lane2,
