@@ -168,96 +168,118 @@ fn rss_drives_kernel_subflows() {
     assert_eq!(st["stats"]["kernel_request_errors"], 0, "{st:#}");
 }
 
-/// The backup flag reaches the peer in one MP_PRIO, on one pure ACK of the demoted subflow,
-/// which the kernel never re-sends; on a fading link that ACK may be lost, and the peer then
-/// goes on sending on the demoted subflow. A download (the server sends 8 Mbit/s) over c1 and
-/// c2: c1's signal falls below T while everything the client sends on c1 is dropped, so its
-/// MP_PRIO is lost (the drop rule's counter and `MPTcpExtMPPrioTx` show it); then c1 carries
-/// again. Without `resend_prio` the server goes on using c1 (the loss sticks); with it
-/// (the default) braid pm sees c1 still receiving, sends MP_PRIO again, and c2 carries the
-/// stream. Asserted, in the same test: c1's share of the second after the drop is above half
-/// without, c2 carries over 10× c1's bytes with; both streams intact.
+/// The backup flag reaches the peer in one MP_PRIO, on one pure ACK of the subflow it
+/// concerns, which the kernel never re-sends; on a fading link that ACK may be lost, and the
+/// peer then goes on sending on the demoted subflow. A download (the server sends 8 Mbit/s)
+/// over c1 and c2: c1's signal falls below T while everything the client sends on c1 is
+/// dropped, so its MP_PRIO is lost (the drop rule's counter and `MPTcpExtMPPrioTx` show it);
+/// then c1 carries again. Without `resend_prio` the server goes on using c1 (the loss sticks);
+/// with it (the default) braid pm sees c1 still receiving, sends MP_PRIO again, and c2
+/// carries the stream. The same for clearing the flag: c1 backup (heard), then its signal
+/// recovers while c1's packets are dropped; without the repeat the server leaves c1 unused,
+/// with it c1 carries the stream again (the kernel's scheduler picks the first subflow when
+/// both are idle). Asserted, in the same test: in the second after the drop the link the
+/// lost flag pointed away from carries over half the stream without the repeat, and under a
+/// tenth of the other with it; every stream intact.
 #[test]
 fn a_lost_mp_prio_is_sent_again_while_the_subflow_still_receives() {
     let Some(_alone) = timing_test() else {
         return;
     };
-    let mut shares = Vec::new();
-    for (i, resend) in [false, true].into_iter().enumerate() {
-        let t = Topo::new(&format!("bpp{i}"), [20, 20], true);
-        t.userspace_pm();
-        let d = Daemon::braid_pm(
-            &t.client,
-            &format!("{CROSS}\n[kernel]\nresend_prio = {resend}\n"),
-        );
-        d.rssi("c1", -60.0);
-        d.rssi("c2", -60.0);
-        let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = download(
-            &t,
-            5202,
-            stop.clone(),
-            SendOpts {
-                cbr: Some((8e6, 1200)),
-                ..SendOpts::default()
-            },
-        );
-        d.wait("subflows on c1 and c2", Duration::from_secs(5), |s| {
-            let f = subflows(s);
-            f.contains(&("c1".into(), false)) && f.contains(&("c2".into(), false))
-        });
-        std::thread::sleep(Duration::from_secs(1));
-        let drop_rule = "OUTPUT -o c1 -j DROP";
-        t.client
-            .iptables(&[&format!("-A {drop_rule}")])
-            .unwrap_or_else(|e| panic!("{e}"));
-        let prio0 = nstat(&t.client, "MPTcpExtMPPrioTx");
-        d.rssi("c1", -90.0);
-        d.wait("c1 backup", Duration::from_secs(5), |s| {
-            subflows(s).contains(&("c1".into(), true))
-        });
-        let prio1 = nstat(&t.client, "MPTcpExtMPPrioTx");
-        std::thread::sleep(Duration::from_millis(50));
-        let dropped = iptables_packets(&t.client, "OUTPUT");
-        t.client
-            .iptables(&[&format!("-D {drop_rule}")])
-            .unwrap_or_else(|e| panic!("{e}"));
+    let mut lines = Vec::new();
+    for (i, clear) in [false, true].into_iter().enumerate() {
+        let [off, on] = [false, true]
+            .map(|resend| lost_prio(&format!("bpp{i}{}", u8::from(resend)), resend, clear));
+        let what = if clear { "cleared" } else { "set" };
+        lines.push(format!(
+            "backup flag {what}: without resend_prio {off:?}, with {on:?}"
+        ));
+        // (bytes on the link the stream should leave, bytes on the one it should take).
+        let split = |(c1, c2, _): (u64, u64, Option<u64>)| if clear { (c2, c1) } else { (c1, c2) };
+        let ((off_from, off_to), (on_from, on_to)) = (split(off), split(on));
+        assert_eq!(off.2, Some(0), "{lines:?}");
         assert!(
-            prio1 > prio0 && dropped > 0,
-            "the MP_PRIO went out while c1 dropped: MPTcpExtMPPrioTx {prio0} -> {prio1}, {dropped} packets dropped"
+            off_from > off_to,
+            "without resend_prio the lost MP_PRIO ({what}) sticks: {lines:?}"
         );
-        // What each link carries one second after the drop, for one second.
-        std::thread::sleep(Duration::from_secs(1));
-        let (a1, a2) = (rx_bytes(&t.client, "c1"), rx_bytes(&t.client, "c2"));
-        std::thread::sleep(Duration::from_secs(1));
-        let (b1, b2) = (rx_bytes(&t.client, "c1"), rx_bytes(&t.client, "c2"));
-        let st = d.status();
-        stop.store(true, Ordering::Relaxed);
-        let sent = tx.join().expect("sender");
-        let got = rx.join().expect("receiver");
         assert!(
-            !sent.aborted && got.bytes == sent.bytes && got.sha256 == sent.sha256,
-            "the download arrived intact (resend_prio = {resend})"
+            on.2 >= Some(1) && on_to > 10 * on_from.max(1) && on_to > 500_000,
+            "with resend_prio the repeat ({what}) moves the stream: {lines:?}"
         );
-        assert_eq!(st["stats"]["kernel_request_errors"], 0, "{st:#}");
-        shares.push((b1 - a1, b2 - a2, st["stats"]["prio_resent"].as_u64()));
     }
     eprintln!(
-        "bytes received on (c1, c2) one second after a lost MP_PRIO, and MP_PRIO repeats: without resend_prio {:?}, with {:?}",
-        shares[0], shares[1]
+        "bytes received on (c1, c2) one second after a lost MP_PRIO, MP_PRIO repeats: {lines:?}"
     );
-    let [(off1, off2, off_resent), (on1, on2, on_resent)] = shares[..] else {
-        unreachable!()
+}
+
+/// One run of [`a_lost_mp_prio_is_sent_again_while_the_subflow_still_receives`]: the flag on
+/// c1 set (or, with `clear`, set and heard, then cleared) while c1's packets are dropped;
+/// (bytes c1 and c2 received in the second after the next, MP_PRIO repeats).
+fn lost_prio(prefix: &str, resend: bool, clear: bool) -> (u64, u64, Option<u64>) {
+    let t = Topo::new(prefix, [20, 20], true);
+    t.userspace_pm();
+    let d = Daemon::braid_pm(
+        &t.client,
+        &format!("{CROSS}\n[kernel]\nresend_prio = {resend}\n"),
+    );
+    d.rssi("c1", -60.0);
+    d.rssi("c2", -60.0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = download(
+        &t,
+        5202,
+        stop.clone(),
+        SendOpts {
+            cbr: Some((8e6, 1200)),
+            ..SendOpts::default()
+        },
+    );
+    d.wait("subflows on c1 and c2", Duration::from_secs(5), |s| {
+        let f = subflows(s);
+        f.contains(&("c1".into(), false)) && f.contains(&("c2".into(), false))
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let backup = |b: bool| {
+        d.rssi("c1", if b { -90.0 } else { -55.0 });
+        d.wait("c1's flag", Duration::from_secs(5), |s| {
+            subflows(s).contains(&("c1".into(), b))
+        });
     };
-    assert_eq!(off_resent, Some(0));
+    if clear {
+        backup(true);
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let drop_rule = "OUTPUT -o c1 -j DROP";
+    t.client
+        .iptables(&[&format!("-A {drop_rule}")])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let prio0 = nstat(&t.client, "MPTcpExtMPPrioTx");
+    backup(!clear);
+    let prio1 = nstat(&t.client, "MPTcpExtMPPrioTx");
+    std::thread::sleep(Duration::from_millis(50));
+    let dropped = iptables_packets(&t.client, "OUTPUT");
+    t.client
+        .iptables(&[&format!("-D {drop_rule}")])
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(
-        off1 > off2,
-        "without resend_prio the lost MP_PRIO sticks: c1 {off1} B, c2 {off2} B"
+        prio1 > prio0 && dropped > 0,
+        "the MP_PRIO went out while c1 dropped: MPTcpExtMPPrioTx {prio0} -> {prio1}, {dropped} packets dropped"
     );
+    // What each link carries one second after the drop, for one second.
+    std::thread::sleep(Duration::from_secs(1));
+    let (a1, a2) = (rx_bytes(&t.client, "c1"), rx_bytes(&t.client, "c2"));
+    std::thread::sleep(Duration::from_secs(1));
+    let (b1, b2) = (rx_bytes(&t.client, "c1"), rx_bytes(&t.client, "c2"));
+    let st = d.status();
+    stop.store(true, Ordering::Relaxed);
+    let sent = tx.join().expect("sender");
+    let got = rx.join().expect("receiver");
     assert!(
-        on_resent >= Some(1) && on2 > 10 * on1.max(1) && on2 > 500_000,
-        "with resend_prio c2 carries the stream: c1 {on1} B, c2 {on2} B, {on_resent:?} repeats"
+        !sent.aborted && got.bytes == sent.bytes && got.sha256 == sent.sha256,
+        "the download arrived intact ({prefix})"
     );
+    assert_eq!(st["stats"]["kernel_request_errors"], 0, "{st:#}");
+    (b1 - a1, b2 - a2, st["stats"]["prio_resent"].as_u64())
 }
 
 /// Packets a chain of the namespace's filter table dropped (`iptables -vxn`).

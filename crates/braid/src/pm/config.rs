@@ -23,8 +23,8 @@
 //! bind_to_device = true       # bind each subflow to its interface; false: its packets follow
 //!                             # the routing tables both ways (a multi-hop network whose
 //!                             # replies may come back over another interface: `braid route`)
-//! resend_prio = true          # send MP_PRIO backup again while the demoted subflow still
-//!                             # receives data (the peer missed it: it crossed the fading link)
+//! resend_prio = true          # send a subflow's MP_PRIO again while the peer acts as if it
+//!                             # missed it (it crossed the fading link; see `prio.rs`)
 //!
 //! [hmm]                       # optional: seed 004 prediction
 //! interval_ms = 1000
@@ -170,8 +170,9 @@ pub struct PmSettings {
     /// tables decide both ways, as a multi-hop network needs, where a subflow's replies may
     /// arrive on another interface than it left by (and a bound socket would drop them).
     pub bind_to_device: bool,
-    /// A subflow flagged backup that still receives data gets the flag (MP_PRIO) again: the
-    /// peer did not hear it. See `prio.rs`.
+    /// A subflow whose flag changed gets it (MP_PRIO) again while the peer acts as if it did
+    /// not hear it: flagged backup and still receiving, or made active and receiving nothing
+    /// while the connection's other subflows receive. See `prio.rs`.
     pub resend_prio: bool,
 }
 

@@ -296,12 +296,18 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                 if let Some(d) = diag.as_mut() {
                     match d.tcp().await {
                         Ok(sockets) => {
-                            let again = prio.check(now(), &sockets);
+                            let known: Vec<_> = bridge
+                                .subflows
+                                .values()
+                                .map(|s| (s.token, s.local, s.remote))
+                                .collect();
+                            let again = prio.check(now(), &sockets, &known);
                             for op in &again {
                                 tracing::info!(
                                     ?op,
-                                    "the subflow still receives data after its backup flag: \
-                                     the peer missed the MP_PRIO, sending it again"
+                                    "the peer missed the MP_PRIO (a backup subflow still \
+                                     receives, or an active one receives nothing beside busy \
+                                     ones): sending it again"
                                 );
                             }
                             ops.extend(again);
