@@ -112,8 +112,8 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
     let mut revive = Revive::default();
     let mut prio = Prio::default();
     // sock_diag serves the drain, the capacity-aware modes' traffic samples, the replacement
-    // of subflows stuck in retransmission backoff (`revive`) and the repeat of a backup flag
-    // the peer missed (`prio`); only the first two cannot do without it.
+    // of subflows stuck in retransmission backoff (`revive`) and the repeat of a backup-flag
+    // change the peer missed (`prio`); only the first two cannot do without it.
     let mut diag = if settings.drain_max_unacked.is_some() || settings.policy.mode.capacity_aware()
     {
         Some(MptcpDiag::open().context("sock_diag (MPTCP connection state)")?)
@@ -123,8 +123,8 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
             Err(e) => {
                 tracing::warn!(
                     "sock_diag unavailable ({e}): a subflow made active again while its \
-                     retransmission timer is backed off waits for that timer, and a backup \
-                     flag is sent once"
+                     retransmission timer is backed off waits for that timer, and a change of \
+                     a subflow's backup flag is sent once"
                 );
                 None
             }

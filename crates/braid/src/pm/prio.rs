@@ -92,32 +92,26 @@ impl Prio {
             return;
         };
         let same = |w: &Watch| (w.token, w.local, w.remote) == (token, local, remote);
-        match self.watches.iter_mut().find(|w| same(w)) {
-            Some(w) if w.backup == backup => {
-                // A repeat: the data in flight before it is not the peer's fault.
-                (w.next, w.received, w.quiet) = (now + CHECK, None, 0);
-            }
-            Some(w) => {
-                *w = Watch {
-                    backup,
-                    next: now + CHECK,
-                    received: None,
-                    quiet: 0,
-                    resent: 0,
-                    ..*w
-                };
-            }
-            None => self.watches.push(Watch {
-                token,
-                local,
-                remote,
-                backup,
-                next: now + CHECK,
-                received: None,
-                quiet: 0,
-                resent: 0,
-            }),
+        if let Some(w) = self
+            .watches
+            .iter_mut()
+            .find(|w| same(w) && w.backup == backup)
+        {
+            // A repeat: the data in flight before it is not the peer's fault.
+            (w.next, w.received, w.quiet) = (now + CHECK, None, 0);
+            return;
         }
+        self.watches.retain(|w| !same(w));
+        self.watches.push(Watch {
+            token,
+            local,
+            remote,
+            backup,
+            next: now + CHECK,
+            received: None,
+            quiet: 0,
+            resent: 0,
+        });
     }
 
     /// Looks at the watched subflows due by `now` in `sockets` (sock_diag's TCP sockets);
