@@ -41,7 +41,7 @@ pub enum LinkEvent {
     Up,
     /// New capacity in bit/s (a radio's rate follows its signal).
     Rate(f64),
-    /// New loss probability.
+    /// A radio's new packet error rate, on top of the link's configured loss.
     Loss(f64),
 }
 
@@ -283,7 +283,7 @@ impl Worker {
                     LinkEvent::Down => self.model.set_up(t, false),
                     LinkEvent::Up => self.model.set_up(t, true),
                     LinkEvent::Rate(bps) => self.model.set_rate(bps),
-                    LinkEvent::Loss(p) => self.model.set_loss(p),
+                    LinkEvent::Loss(p) => self.model.set_radio_per(p),
                 }
                 next_event += 1;
             }

@@ -84,6 +84,8 @@ pub struct DirStats {
 #[derive(Debug)]
 pub struct Direction {
     spec: DirSpec,
+    /// The configured loss probability, which a radio's packet error rate adds to.
+    base_loss: f64,
     up: bool,
     /// Incremented when the link goes down: packets sent in an earlier epoch are lost.
     pub epoch: u32,
@@ -106,6 +108,7 @@ impl Direction {
     pub fn new(spec: DirSpec) -> Self {
         let jitter_mid = spec.jitter.as_micros() as f64 / 2.0;
         Direction {
+            base_loss: spec.loss,
             spec,
             up: true,
             epoch: 0,
@@ -136,6 +139,14 @@ impl Direction {
     /// Changes the loss probability.
     pub fn set_loss(&mut self, p: f64) {
         self.spec.loss = p.clamp(0.0, 1.0);
+    }
+
+    /// A radio's packet error rate for the current signal: a frame is lost to it or to the
+    /// link's configured loss, independently (`1 − (1 − loss)(1 − per)`).
+    pub fn set_radio_per(&mut self, per: f64) {
+        let per = per.clamp(0.0, 1.0);
+        // p + b(1 − p): exactly `per` when nothing is configured.
+        self.spec.loss = per + self.base_loss * (1.0 - per);
     }
 
     pub fn set_up(&mut self, now: Instant, up: bool) {
@@ -407,6 +418,43 @@ mod tests {
             frame_time: Duration::ZERO,
             retries: 0,
             retry_backoff: Duration::ZERO,
+        }
+    }
+
+    /// The share of 4000 frames, spaced so none waits, that `d` loses.
+    fn lost_share(d: &mut Direction, rng: &mut Pcg64Mcg, from_ms: u64) -> f64 {
+        let lost = (0..4000u64)
+            .filter(|i| {
+                let now = Instant::from_micros((from_ms + i * 10) * 1000);
+                d.send(now, 100, rng) == Err(Drop::Loss)
+            })
+            .count();
+        lost as f64 / 4000.0
+    }
+
+    #[test]
+    fn a_radio_adds_its_losses_to_the_configured_ones() {
+        let mut rng = Pcg64Mcg::seed_from_u64(5);
+        let mut d = Direction::new(DirSpec {
+            loss: 0.2,
+            ..spec(Capacity::Rate(1e8))
+        });
+        let share = |d: &mut Direction, rng: &mut Pcg64Mcg, k: u64| lost_share(d, rng, k * 50_000);
+        let configured = share(&mut d, &mut rng, 0);
+        d.set_radio_per(0.5);
+        let both = share(&mut d, &mut rng, 1);
+        d.set_radio_per(0.0);
+        let again = share(&mut d, &mut rng, 2);
+        // 1 − 0.8 · 0.5 = 0.6; a good signal leaves the configured 0.2, not a lossless link.
+        for (what, got, want) in [
+            ("configured", configured, 0.2),
+            ("both", both, 0.6),
+            ("again", again, 0.2),
+        ] {
+            assert!(
+                (got - want).abs() < 0.03,
+                "{what}: {got} lost, expected {want}"
+            );
         }
     }
 

@@ -127,7 +127,8 @@ pub struct LinkSpec {
     /// ... or in bytes.
     #[serde(default)]
     pub queue_bytes: Option<Size>,
-    /// Bernoulli loss probability per packet, 0 ≤ loss < 1.
+    /// Bernoulli loss probability per packet, 0 ≤ loss < 1. With a radio (its signal from
+    /// distance or a replay) the signal's packet error rate adds to it: a frame is lost to either.
     #[serde(default)]
     pub loss: f64,
     /// The path on this link is flagged backup when opened.

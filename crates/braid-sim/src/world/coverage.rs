@@ -152,7 +152,7 @@ impl World<'_> {
                 if adapt {
                     d.set_rate(rate.min(cap));
                 }
-                d.set_loss(per);
+                d.set_radio_per(per);
             }
             // Coverage is declared lost after LOSS_BEACONS inaudible beacons (dated from the
             // first) and back after BACK_BEACONS audible ones.
