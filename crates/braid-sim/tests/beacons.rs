@@ -2,7 +2,8 @@
 //! shadowing, coverage from beacons) and for a signal replay, the samples the path manager
 //! hears, the coverage losses and the recovery metric's starts equal what a simulation of the
 //! same variant and seed records.
-//! `braid lab` replays this schedule on a real link.
+//! `braid lab` replays this schedule on a real link. A radio link keeps its configured loss
+//! beside the signal's.
 
 use std::path::Path;
 use std::time::Duration;
@@ -82,5 +83,27 @@ fn signal_replay_beacons_are_the_simulators() {
     let _ = check(
         "scenarios/e7-v2i-signal-replay.toml",
         &["duration=60s", "repetitions=1"],
+    );
+}
+
+/// A radio link's configured `loss` stays beside its signal's losses: a frame is lost to
+/// either. Before, the first beacon replaced it with the signal's packet error rate.
+#[test]
+fn a_radio_keeps_the_links_configured_loss() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let lost_share = |loss: &str| {
+        let set = vec!["duration=30s".to_string(), format!("link.its.loss={loss}")];
+        let plan = scenario::load(&root.join("scenarios/e7-v2i-aggregation.toml"), &set).unwrap();
+        let v = plan.variants.iter().find(|v| v.name == "stock").unwrap();
+        let rec = world::run(v, 1);
+        let its = rec.link_names.iter().position(|n| n == "its").unwrap();
+        let (a, b) = &rec.link_stats[its];
+        let lost = a.dropped_loss + b.dropped_loss;
+        lost as f64 / (lost + a.sent + b.sent) as f64
+    };
+    let (signal, both) = (lost_share("0"), lost_share("0.25"));
+    assert!(
+        both >= 0.23 && both > signal + 0.15,
+        "lost on the radio link: {both:.3} with loss = 0.25, {signal:.3} with the signal alone"
     );
 }
