@@ -346,8 +346,21 @@ fn check_expanded(
                 Some(Arc::new(series))
             }
         };
-        if (radio.is_some() || signal.is_some()) && l.threshold_dbm.is_none() {
-            // Allowed: the stock path manager ignores signal; cross-layer modes check below.
+        // A radio or signal replay without a threshold is allowed (the stock path manager
+        // ignores the signal; cross-layer modes check below); a threshold without one would
+        // be ignored without a word.
+        if radio.is_none() && signal.is_none() {
+            for (set, field) in [
+                (l.threshold_dbm.is_some(), "threshold_dbm"),
+                (l.hysteresis_db != 0.0, "hysteresis_db"),
+            ] {
+                if set {
+                    return Err((
+                        key(field),
+                        "the link has no signal: give it a [link.radio] (and a [link.signal] replay or a [mobility] route)".into(),
+                    ));
+                }
+            }
         }
         radios.push(radio);
         signals.push(signal);

@@ -82,6 +82,13 @@ fn wrong_types_and_impossible_values_are_explained() {
         e.contains("link[0].loss") && e.contains("0 ≤ loss < 1"),
         "{e}"
     );
+    for (set, key) in [
+        ("link.0.threshold_dbm=-80", "link[0].threshold_dbm"),
+        ("link.0.hysteresis_db=3", "link[0].hysteresis_db"),
+    ] {
+        let e = err(BASE, &[set]);
+        assert!(e.contains(key) && e.contains("no signal"), "{e}");
+    }
     let e = err(BASE, &["link.0.retries=1000"]);
     assert!(
         e.contains("link[0].retries") && e.contains("allowed 0 to 31"),
