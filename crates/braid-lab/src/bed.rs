@@ -86,6 +86,18 @@ impl Bed {
         up: DirSpec,
         events: Vec<(Duration, LinkEvent)>,
     ) -> Emulator {
+        self.start_on(down, up, events, None)
+    }
+
+    /// As [`start`](Self::start), the link's two directions on `medium` when given: they take
+    /// turns on it, one frame at a time.
+    pub fn start_on(
+        &self,
+        down: DirSpec,
+        up: DirSpec,
+        events: Vec<(Duration, LinkEvent)>,
+        medium: Option<usize>,
+    ) -> Emulator {
         Emulator::start(
             &self.emu,
             vec![LinkSpec {
@@ -97,6 +109,7 @@ impl Bed {
                 events,
                 seed: 1,
                 marks: Vec::new(),
+                medium,
             }],
         )
         .expect("start the emulator")

@@ -11,8 +11,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -63,6 +63,9 @@ pub struct LinkSpec {
     /// Sorted times from the start: for each, each direction records when it delivered its
     /// first frame carrying TCP payload at or after it ([`Counters::first_data_us`]).
     pub marks: Vec<Duration>,
+    /// The shared medium the link is on (the simulator's `medium`, numbered): the links on one
+    /// medium take turns on it, one frame at a time whichever link and direction.
+    pub medium: Option<usize>,
 }
 
 /// Live counters of one direction.
@@ -150,6 +153,15 @@ impl Emulator {
                 })
                 .collect()
         })?;
+        // One clock of when each medium is free again (ns from `start`), shared by the
+        // directions on it.
+        let media: Vec<Arc<Mutex<u64>>> = (0..links
+            .iter()
+            .filter_map(|l| l.medium)
+            .max()
+            .map_or(0, |m| m + 1))
+            .map(|_| Arc::new(Mutex::new(0)))
+            .collect();
         let start = std::time::Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
         let mut emu = Emulator {
@@ -171,6 +183,7 @@ impl Emulator {
             ] {
                 let worker = Worker {
                     model: Direction::new(spec),
+                    medium: link.medium.map(|m| media[m].clone()),
                     rng: Pcg64Mcg::seed_from_u64(link.seed.wrapping_mul(31).wrapping_add(salt)),
                     input,
                     output,
@@ -248,6 +261,7 @@ impl Ord for Held {
 /// One direction of one link.
 struct Worker {
     model: Direction,
+    medium: Option<Arc<Mutex<u64>>>,
     rng: Pcg64Mcg,
     input: PacketSocket,
     output: PacketSocket,
@@ -344,10 +358,15 @@ impl Worker {
                     continue;
                 }
                 let now = Instant::from_micros(self.now_us());
-                match self
-                    .model
-                    .send(now, n.saturating_sub(ETH_HEADER), &mut self.rng)
-                {
+                let size = n.saturating_sub(ETH_HEADER);
+                let sent = match &self.medium {
+                    None => self.model.send(now, size, &mut self.rng),
+                    Some(m) => {
+                        let mut air = m.lock().unwrap_or_else(|e| e.into_inner());
+                        self.model.send_shared(now, size, &mut self.rng, &mut air)
+                    }
+                };
+                match sent {
                     Ok(arrival) => {
                         let mut frame = pool.pop().unwrap_or_default();
                         frame.clear();

@@ -510,6 +510,7 @@ impl Net {
                     .filter(|b| b.link == i && b.crossing == Some(Crossing::Up))
                     .map(|b| b.t)
                     .collect(),
+                medium: v.topology.links.get(i).and_then(|l| l.medium),
             })
             .collect();
         Emulator::start(&self.emu, specs)

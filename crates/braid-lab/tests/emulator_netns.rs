@@ -1,8 +1,9 @@
 //! The link emulator on real packets (root): client namespace ⇄ emulator namespace ⇄ server
 //! namespace, one emulated link, traffic from real sockets. What the README states: a 30 ms
 //! link adds 30 ± 2 ms to ping-like probes, a 10 Mbit/s link carries 10 Mbit/s ± 5 % of TCP
-//! goodput, a Mahimahi trace's bytes per second follow the trace within 10 %, and a link
-//! scheduled down drops everything while down. The tests share two cores: one at a time.
+//! goodput, a Mahimahi trace's bytes per second follow the trace within 10 %, a link
+//! scheduled down drops everything while down, and a link's directions on one medium take
+//! turns (8 Mbit/s in all). The tests share two cores: one at a time.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
@@ -250,4 +251,89 @@ fn a_link_scheduled_down_drops_everything_while_down() {
         "{during} {before} {after}"
     );
     assert_eq!(lost_outside, 0, "probes outside the outage were lost");
+}
+
+/// Bytes each direction of the bed's link delivered from 0.5 to 2.5 s while both carried a UDP
+/// flood of 12 Mbit/s (1200-byte datagrams) at once: (down, up) in Mbit/s.
+fn flood_both_ways(bed: &Bed, emu: &braid_lab::Emulator) -> (f64, f64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    // Receivers that never read: datagrams are dropped in their buffers, nothing answers.
+    let _rx = (
+        bed.server
+            .run(|| UdpSocket::bind(format!("{SERVER}:9100")).unwrap()),
+        bed.client
+            .run(|| UdpSocket::bind(format!("{CLIENT}:9100")).unwrap()),
+    );
+    let flood = |from: &braid_mptcp::netns::NetNs, src: &str, dst: &str| {
+        let s = from.run({
+            let src = src.to_string();
+            move || UdpSocket::bind(format!("{src}:0")).unwrap()
+        });
+        let dst = format!("{dst}:9100");
+        std::thread::spawn(move || {
+            let payload = [5u8; 1200];
+            let t0 = Instant::now();
+            let mut sent = 0u64;
+            while t0.elapsed() < Duration::from_secs(3) {
+                // 12 Mbit/s: 1250 datagrams a second, sent in bursts of ten.
+                while sent * 800 < t0.elapsed().as_micros() as u64 {
+                    let _ = s.send_to(&payload, &dst);
+                    sent += 1;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    let up = flood(&bed.client, CLIENT, SERVER);
+    let down = flood(&bed.server, SERVER, CLIENT);
+    let (d, u) = (&emu.links[0].1.0, &emu.links[0].1.1);
+    std::thread::sleep(Duration::from_millis(500));
+    let (d0, u0) = (d.bytes_out.load(Relaxed), u.bytes_out.load(Relaxed));
+    std::thread::sleep(Duration::from_secs(2));
+    let (d1, u1) = (d.bytes_out.load(Relaxed), u.bytes_out.load(Relaxed));
+    up.join().unwrap();
+    down.join().unwrap();
+    let mbps = |b: u64| b as f64 * 8.0 / 2.0 / 1e6;
+    (mbps(d1 - d0), mbps(u1 - u0))
+}
+
+/// A link's two directions on one medium (the simulator's `medium`, as `braid lab` emulates it)
+/// take turns: flooded both ways at once, an 8 Mbit/s link delivers 8 Mbit/s in all, where its
+/// directions apart deliver 8 each.
+#[test]
+fn a_shared_medium_carries_one_frame_at_a_time_whichever_direction() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_root() {
+        return;
+    }
+    let bed = Bed::new("elm");
+    let apart = {
+        let emu = bed.start(spec(mbit(8.0), 5), spec(mbit(8.0), 5), Vec::new());
+        let r = flood_both_ways(&bed, &emu);
+        emu.stop().unwrap();
+        r
+    };
+    let shared = {
+        let emu = bed.start_on(spec(mbit(8.0), 5), spec(mbit(8.0), 5), Vec::new(), Some(0));
+        let r = flood_both_ways(&bed, &emu);
+        emu.stop().unwrap();
+        r
+    };
+    eprintln!(
+        "8 Mbit/s link flooded both ways: apart {:.2} + {:.2} Mbit/s, on one medium {:.2} + {:.2} Mbit/s",
+        apart.0, apart.1, shared.0, shared.1
+    );
+    for (what, r) in [("down", apart.0), ("up", apart.1)] {
+        assert!(
+            (7.6..=8.4).contains(&r),
+            "{what} apart: {r:.2} Mbit/s, not 8 ± 5 %"
+        );
+    }
+    let sum = shared.0 + shared.1;
+    assert!(
+        (7.6..=8.4).contains(&sum) && shared.0.min(shared.1) >= 2.0,
+        "on one medium: {:.2} + {:.2} Mbit/s, not 8 ± 5 % in all with each direction its turns",
+        shared.0,
+        shared.1
+    );
 }
