@@ -155,13 +155,13 @@ impl Emulator {
         })?;
         // One clock of when each medium is free again (ns from `start`), shared by the
         // directions on it.
-        let media: Vec<Arc<Mutex<u64>>> = (0..links
+        let media_count = links
             .iter()
             .filter_map(|l| l.medium)
             .max()
-            .map_or(0, |m| m + 1))
-            .map(|_| Arc::new(Mutex::new(0)))
-            .collect();
+            .map_or(0, |m| m + 1);
+        let media: Vec<Arc<Mutex<u64>>> =
+            (0..media_count).map(|_| Arc::new(Mutex::new(0))).collect();
         let start = std::time::Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
         let mut emu = Emulator {

@@ -439,12 +439,11 @@ mod tests {
             loss: 0.2,
             ..spec(Capacity::Rate(1e8))
         });
-        let share = |d: &mut Direction, rng: &mut Pcg64Mcg, k: u64| lost_share(d, rng, k * 50_000);
-        let configured = share(&mut d, &mut rng, 0);
+        let configured = lost_share(&mut d, &mut rng, 0);
         d.set_radio_per(0.5);
-        let both = share(&mut d, &mut rng, 1);
+        let both = lost_share(&mut d, &mut rng, 50_000);
         d.set_radio_per(0.0);
-        let again = share(&mut d, &mut rng, 2);
+        let again = lost_share(&mut d, &mut rng, 100_000);
         // 1 − 0.8 · 0.5 = 0.6; a good signal leaves the configured 0.2, not a lossless link.
         for (what, got, want) in [
             ("configured", configured, 0.2),
