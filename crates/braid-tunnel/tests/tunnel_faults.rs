@@ -172,6 +172,60 @@ fn a_restarted_gateway_carries_traffic_again_within_1_5_s() {
     drop(gw);
 }
 
+/// Every link away for longer than the gateway keeps a silent client (`client_timeout_ms`,
+/// here 3 s): the gateway ends the session and the connection with it. When the links return,
+/// the client's probing handshake gets a new session and the gateway answers the old
+/// connection's datagrams with a "connection gone" notice, so traffic flows again within 1 s
+/// of the return, as after a shorter blackout, and not after `dead_after_ms` (the default
+/// 5 s here) of links up without a usable path.
+#[test]
+fn a_blackout_longer_than_the_gateway_keeps_the_client_costs_no_dead_after() {
+    let _s = serial();
+    if !require_root() {
+        return;
+    }
+    let topo = Topo::new("bfl", Some([50, 30]));
+    let keys = Keys::new();
+    let _gw = Daemon::gateway(
+        &topo.gw,
+        gateway_config(&topo, &keys, "").tap(|g| g.client_timeout_ms = 3000),
+    );
+    let cl = Daemon::client(
+        &topo.client,
+        client_config(&topo, &keys, "", "").tap(|c| c.dead_after_ms = 5000),
+    );
+    wait_paths(&cl, 2, Duration::from_secs(10));
+    let (stop, send, recv) = udp_probe(&topo.client, &topo.server);
+    std::thread::sleep(Duration::from_secs(2));
+    sh(&topo.client, "ip link set c0 down");
+    sh(&topo.client, "ip link set c1 down");
+    std::thread::sleep(Duration::from_secs(5));
+    sh(&topo.client, "ip link set c0 up");
+    sh(&topo.client, "ip link set c1 up");
+    let back = Instant::now();
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    send.join().unwrap();
+    let arrivals = recv.join().unwrap();
+    let v = cl.status();
+    eprintln!("{}", status_table(&v));
+    let first = arrivals
+        .iter()
+        .filter(|(sent, _)| *sent >= back)
+        .map(|(_, got)| *got)
+        .min()
+        .expect("traffic after the links returned");
+    let delay = first - back;
+    eprintln!("every link away for 5 s (gateway timeout 3 s): traffic again {delay:?} after");
+    assert!(
+        delay <= Duration::from_secs(1),
+        "traffic again only {delay:?} after the links returned"
+    );
+    let replaced = &v["connections_replaced"];
+    assert_eq!(replaced["gateway_ended_it"], 1, "{v}");
+    assert_eq!(replaced["no_usable_path"], 0, "{v}");
+}
+
 /// `value.tap(f)`: applies `f` to a value and returns it.
 trait Tap: Sized {
     fn tap(mut self, f: impl FnOnce(&mut Self)) -> Self {

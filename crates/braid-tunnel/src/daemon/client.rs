@@ -96,6 +96,8 @@ pub(crate) struct Client {
     replaced_pathless: u64,
     /// Connections replaced because the gateway restarted (another instance answered).
     replaced_restart: u64,
+    /// Connections replaced because the gateway said it had ended them (`tunnel::GONE`).
+    replaced_gone: u64,
     /// The largest UDP payload of the current connection's datagrams.
     conn_payload: usize,
     /// Connections replaced because a link came up whose path carries less than that.
@@ -204,6 +206,7 @@ impl Client {
             pathless_with_link: None,
             replaced_pathless: 0,
             replaced_restart: 0,
+            replaced_gone: 0,
             conn_payload: 0,
             replaced_mtu: 0,
             restart_for_mtu: false,
@@ -361,6 +364,7 @@ impl Transport for Client {
             "connections_replaced": {
                 "no_usable_path": self.replaced_pathless,
                 "gateway_restarted": self.replaced_restart,
+                "gateway_ended_it": self.replaced_gone,
                 "smaller_path_mtu": self.replaced_mtu,
             },
             "udp": udp::io_json(&self.socks),
@@ -434,6 +438,13 @@ impl Client {
             return None;
         };
         match &mut self.tunnel {
+            Some(t) if t.id == id && core == tunnel::GONE => {
+                // The gateway ended this connection (its session expired while every link was
+                // away): a new one now, not after `dead_after_ms`.
+                self.replaced_gone += 1;
+                self.end_connection(now, "the gateway no longer has it");
+                self.start_connection(now);
+            }
             Some(t) if t.id == id => {
                 if core.is_empty() {
                     // The gateway echoed a liveness probe: paths that backed off during an

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use braid_core::{Event, Instant, PathId, Side};
 use rand::RngExt;
@@ -33,6 +34,8 @@ use crate::secure::{
 const RX_BUDGET: usize = 512;
 /// Connection ids of replaced connections remembered per client.
 const RETIRED_IDS: usize = 8;
+/// At most one "connection gone" notice per client this often (`tunnel::GONE`).
+const GONE_EVERY: Duration = Duration::from_millis(100);
 
 struct Peer {
     name: String,
@@ -43,6 +46,8 @@ struct Peer {
     /// The latest authenticated source.
     last: Option<(usize, SocketAddr)>,
     retired: Vec<u32>,
+    /// When the last "connection gone" notice went to this client.
+    gone_sent: Option<Instant>,
     connections: u64,
 }
 
@@ -74,6 +79,8 @@ pub(crate) struct Gateway {
     replies: Vec<(usize, SocketAddr, Vec<u8>)>,
     /// Clients whose liveness probe is to be echoed.
     probes: Vec<PeerId>,
+    /// "Connection gone" notices to send: client, connection id, socket, address.
+    gone: Vec<(PeerId, u32, usize, SocketAddr)>,
     rotate: usize,
 }
 
@@ -81,10 +88,10 @@ impl Gateway {
     pub fn new(cfg: GatewayConfig) -> Result<Gateway, DaemonError> {
         let keypair = Keypair::from_private(cfg.private_key()?);
         let rcfg = ResponderConfig {
-            idle_timeout: std::time::Duration::from_millis(cfg.client_timeout_ms),
+            idle_timeout: Duration::from_millis(cfg.client_timeout_ms),
             max_session_age: ResponderConfig::default()
                 .max_session_age
-                .max(std::time::Duration::from_millis(cfg.client_timeout_ms)),
+                .max(Duration::from_millis(cfg.client_timeout_ms)),
             ..ResponderConfig::default()
         };
         let mut sec =
@@ -118,6 +125,7 @@ impl Gateway {
                 addrs: HashMap::new(),
                 last: None,
                 retired: Vec::new(),
+                gone_sent: None,
                 connections: 0,
             });
         }
@@ -179,6 +187,7 @@ impl Gateway {
             bufs: (Vec::with_capacity(2048), Vec::with_capacity(2048)),
             replies: Vec::new(),
             probes: Vec::new(),
+            gone: Vec::new(),
             rotate: 0,
             cfg,
         })
@@ -277,7 +286,13 @@ impl Transport for Gateway {
                 self.drops.send_errors += self.socks[s].send(&t.datagram, to).await;
             }
         }
-        let (_, sealed) = &mut self.bufs;
+        let (plain, sealed) = &mut self.bufs;
+        for (peer, id, s, to) in std::mem::take(&mut self.gone) {
+            tunnel::gone_plaintext(id, plain);
+            if self.sec.seal(now, peer, plain, sealed).is_ok() {
+                self.drops.send_errors += self.socks[s].send(sealed, to).await;
+            }
+        }
         for peer in std::mem::take(&mut self.probes) {
             let Some(p) = self.peers.get(peer.0 as usize) else {
                 continue;
@@ -358,7 +373,16 @@ impl Gateway {
             return;
         };
         if p.retired.contains(&id) {
+            // A connection we ended (its session expired while the client's links were all
+            // away, say): the client, which still sends on it, is told at once rather than
+            // waiting `dead_after_ms` with its links up.
             self.drops.stale_connection += 1;
+            if p.gone_sent
+                .is_none_or(|t| now.saturating_since(t) >= GONE_EVERY)
+            {
+                p.gone_sent = Some(now);
+                self.gone.push((peer, id, sock, from));
+            }
             return;
         }
         if p.tunnel.as_ref().map(|t| t.id) != Some(id) {

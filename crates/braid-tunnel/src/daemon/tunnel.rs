@@ -380,5 +380,19 @@ pub fn probe_plaintext(id: u32, path: Option<PathId>, out: &mut Vec<u8>) {
     }
 }
 
+/// The core part of a "connection gone" notice: the gateway answers a datagram of a
+/// connection it has ended (its session expired while every link of the client was away, an
+/// invalid stream) with the connection's id and this byte, so the client starts a new
+/// connection at once instead of after `dead_after_ms`. No core datagram (7 bytes at least)
+/// or liveness probe (0 or [`PROBE_PATH_LEN`] bytes) has this length.
+pub const GONE: [u8; 1] = [0xff];
+
+/// The plaintext of a "connection gone" notice for connection `id`: into `out`.
+pub fn gone_plaintext(id: u32, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&id.to_be_bytes());
+    out.extend_from_slice(&GONE);
+}
+
 #[cfg(test)]
 mod tests;

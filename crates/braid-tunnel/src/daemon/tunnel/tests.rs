@@ -387,3 +387,21 @@ fn a_connection_sized_to_a_narrower_path_sends_only_datagrams_that_fit() {
     assert_eq!(p.at_s.len(), 20);
     assert_eq!(p.c.per_packet.json()["oversize_on_stream"], 10);
 }
+
+/// A "connection gone" notice is neither a liveness probe nor a core datagram: `split` gives
+/// the id and [`GONE`], `probe` does not take it, and a tunnel handed one (by a client that
+/// does not know the notice) drops it and keeps working.
+#[test]
+fn a_connection_gone_notice_is_told_apart_and_harmless_to_a_tunnel() {
+    let mut buf = Vec::new();
+    gone_plaintext(7, &mut buf);
+    let (id, core) = split(&buf).unwrap();
+    assert_eq!((id, core), (7, &GONE[..]));
+    assert_eq!(probe(core), None);
+    let mut p = Pair::new(&config("", 1400));
+    let now = p.now;
+    assert_eq!(p.c.handle(now, core), None);
+    p.s.push(p.now, &udp(9, 1, 100)).unwrap();
+    p.run(Duration::from_millis(20));
+    assert_eq!(p.at_c, vec![udp(9, 1, 100)]);
+}
