@@ -24,7 +24,7 @@ use braid_sim::metrics;
 use braid_sim::radio::Crossing;
 use braid_sim::runner::{PlanResult, RunResult, VariantResult};
 use braid_sim::scenario::{
-    Action, AddressPolicy, AppDirection, AppKind, ConnectionSpec, Plan, Variant,
+    Action, AddressPolicy, AppDirection, AppKind, ConnectionSpec, Plan, PmSpec, Variant,
 };
 use braid_sim::world::{
     Beacon, FlowRecord, LossEvent, PmDecision, Recovery, RunRecord, Sample, radio_beacons,
@@ -171,6 +171,34 @@ pub struct Progress<'a> {
     pub delivered: u64,
 }
 
+/// The scenario's `[pm.hmm]` and `[pm.capacity]` as the daemons take them: braid pm's `[hmm]`
+/// and `[capacity]` (`prefix` ""), braid tunnel's `[pm.hmm]` and `[pm.capacity]` ("pm.").
+fn pm_tables(pm: &PmSpec, prefix: &str) -> String {
+    let mut t = String::new();
+    if let Some(h) = &pm.hmm {
+        t.push_str(&format!(
+            "[{prefix}hmm]\ninterval_ms = {}\nwindow = {}\ngood_margin_db = {:?}\nbad_margin_db = {:?}\n",
+            h.interval.0.as_millis(),
+            h.window,
+            h.good_margin_db,
+            h.bad_margin_db
+        ));
+    }
+    if let Some(c) = &pm.capacity {
+        t.push_str(&format!(
+            "[{prefix}capacity]\nsample_ms = {}\ndemand_window_ms = {}\nhorizon_ms = {}\n\
+             headroom = {:?}\nmain_share = {:?}\nfloor_db = {:?}\n",
+            c.sample.0.as_millis(),
+            c.demand_window.0.as_millis(),
+            c.horizon.0.as_millis(),
+            c.headroom,
+            c.main_share,
+            c.floor_db
+        ));
+    }
+    t
+}
+
 /// Checks that every variant can be emulated with `endpoint`: a one-line error naming the
 /// scenario key otherwise, before anything is created.
 pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
@@ -211,28 +239,22 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
                 );
             }
         }
-        if endpoint == Endpoint::Pm {
-            // braid pm takes every mode; the capacity estimate with its defaults.
-            if s.pm.capacity.is_some() {
-                return at(
-                    "pm.capacity",
-                    "braid pm runs the capacity estimate with its defaults (no setting for it)",
-                );
-            }
-        } else if endpoint == Endpoint::Tunnel {
-            // braid tunnel's client takes every mode but has no setting for the HMM nor the
-            // capacity estimate (it runs the estimate with its defaults).
-            if s.pm.hmm.is_some() {
-                return at(
-                    "pm.hmm",
-                    "the HMM runs on braid pm (--endpoint pm); braid tunnel has no setting for it",
-                );
-            }
-            if s.pm.capacity.is_some() {
-                return at(
-                    "pm.capacity",
-                    "braid tunnel runs the capacity estimate with its defaults (no setting for it)",
-                );
+        // braid pm and braid tunnel's client take the HMM and the capacity estimate in whole
+        // milliseconds (`pm_tables`).
+        let durations =
+            s.pm.hmm
+                .iter()
+                .map(|h| ("pm.hmm.interval", h.interval.0))
+                .chain(s.pm.capacity.iter().flat_map(|c| {
+                    [
+                        ("pm.capacity.sample", c.sample.0),
+                        ("pm.capacity.demand_window", c.demand_window.0),
+                        ("pm.capacity.horizon", c.horizon.0),
+                    ]
+                }));
+        for (key, d) in durations {
+            if d.subsec_nanos() % 1_000_000 != 0 {
+                return at(key, "the path managers take whole milliseconds");
             }
         }
         if endpoint != Endpoint::Pm && s.pm.same_subnet {
@@ -649,11 +671,12 @@ impl Tunnel {
         let mut client = format!(
             "{transport}private_key = \"{cl_priv}\"\ngateway_public_key = \"{gw_pub}\"\n\
              gateway = \"{}:7000\"\n[tun]\nname = \"braid0\"\naddress = \"{TUN_CLIENT}/24\"\nmtu = {mtu}\n\
-             [ops]\ncontrol = \"{}\"\n[pm]\nmode = \"{}\"\nremove_weak = {}\n{signal_line}{connection}\n{datagram}",
+             [ops]\ncontrol = \"{}\"\n[pm]\nmode = \"{}\"\nremove_weak = {}\n{signal_line}{}{connection}\n{datagram}",
             server_addr(0),
             client_control.display(),
             v.scenario.pm.mode,
             v.scenario.pm.remove_weak,
+            pm_tables(&v.scenario.pm, "pm."),
         );
         for (i, l) in v.scenario.links.iter().enumerate() {
             client.push_str(&format!(
@@ -854,15 +877,7 @@ impl Mptcp {
         if let Some(sock) = signal {
             config.push_str(&format!("\n[signal]\nsocket = \"{}\"\n", sock.display()));
         }
-        if let Some(h) = &pm.hmm {
-            config.push_str(&format!(
-                "\n[hmm]\ninterval_ms = {}\nwindow = {}\ngood_margin_db = {}\nbad_margin_db = {}\n",
-                h.interval.0.as_millis().max(1),
-                h.window,
-                h.good_margin_db,
-                h.bad_margin_db
-            ));
-        }
+        config.push_str(&pm_tables(pm, ""));
         for (i, l) in links.iter().enumerate() {
             config.push_str(&format!(
                 "\n[[iface]]\nname = \"c{i}\"\nbackup = {}\nalpha = {}\nhysteresis_db = {}\n",
@@ -1830,15 +1845,64 @@ mod tests {
     }
 
     #[test]
-    fn radio_links_and_cross_layer_modes_run_through_the_tunnel_but_not_the_hmm() {
-        let ok = plan("e7-v2i-aggregation.toml", &["stock", "cross", "cross-cap"]);
+    fn radio_links_cross_layer_modes_and_the_hmm_run_through_the_tunnel_and_braid_pm() {
+        let ok = plan(
+            "e7-v2i-aggregation.toml",
+            &["stock", "cross", "cross-cap", "cross-hmm"],
+        );
         assert_eq!(check(&ok, Endpoint::Tunnel), Ok(()));
         assert_eq!(check(&ok, Endpoint::Pm), Ok(()));
-        let hmm = plan("e7-v2i-aggregation.toml", &["cross-hmm"]);
-        let err = check(&hmm, Endpoint::Tunnel).unwrap_err();
-        assert!(err.contains("pm.hmm"), "{err}");
-        assert_eq!(check(&hmm, Endpoint::Pm), Ok(()));
         let replay = plan("e8-v2i-signal-replay.toml", &["r1-cap"]);
         assert_eq!(check(&replay, Endpoint::Tunnel), Ok(()));
+    }
+
+    /// The scenario's HMM and capacity settings reach both daemons' files with every value,
+    /// and each daemon's configuration takes them as the simulator does.
+    #[test]
+    fn the_hmm_and_capacity_settings_reach_the_daemons() {
+        let mut p = plan("e7-v2i-aggregation.toml", &["cross-hmm"]);
+        let pm = &mut p.variants[0].scenario.pm;
+        pm.hmm.as_mut().unwrap().interval = braid_sim::units::Dur(Duration::from_millis(1500));
+        pm.capacity = Some(braid_sim::scenario::CapacitySpec {
+            sample: braid_sim::units::Dur(Duration::from_millis(100)),
+            demand_window: braid_sim::units::Dur(Duration::from_secs(20)),
+            horizon: braid_sim::units::Dur(Duration::from_secs(60)),
+            headroom: 1.2,
+            main_share: 0.9,
+            floor_db: 1.5,
+        });
+        let want_hmm = braid_pm::HmmConfig {
+            interval: Duration::from_millis(1500),
+            ..braid_pm::HmmConfig::default()
+        };
+        let want_cap = braid_pm::CapacityConfig {
+            sample: Duration::from_millis(100),
+            demand_window: Duration::from_secs(20),
+            horizon: Duration::from_secs(60),
+            headroom: 1.2,
+            main_share: 0.9,
+            floor_db: 1.5,
+        };
+        let pm = &p.variants[0].scenario.pm;
+        #[derive(serde::Deserialize)]
+        struct Tables {
+            hmm: braid_pm::HmmSettings,
+            capacity: braid_pm::CapacitySettings,
+        }
+        let t: Tables = toml::from_str(&pm_tables(pm, "")).unwrap();
+        assert_eq!(t.hmm.config(), want_hmm);
+        assert_eq!(t.capacity.config(), want_cap);
+        #[derive(serde::Deserialize)]
+        struct Nested {
+            pm: Tables,
+        }
+        let t: Nested = toml::from_str(&pm_tables(pm, "pm.")).unwrap();
+        assert_eq!(t.pm.hmm.config(), want_hmm);
+        assert_eq!(t.pm.capacity.config(), want_cap);
+        let mut sub = p.clone();
+        sub.variants[0].scenario.pm.hmm.as_mut().unwrap().interval =
+            braid_sim::units::Dur(Duration::from_micros(1500));
+        let err = check(&sub, Endpoint::Tunnel).unwrap_err();
+        assert!(err.contains("pm.hmm.interval: "), "{err}");
     }
 }

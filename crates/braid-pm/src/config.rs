@@ -245,3 +245,61 @@ impl Config {
         Ok(())
     }
 }
+
+/// The `[hmm]` table of a daemon's configuration file (braid pm's `pm.toml`, braid tunnel's
+/// `[pm.hmm]`): the prediction's settings, each optional (default: [`HmmConfig::default`]).
+/// Its presence turns the prediction on. The simulator's `[pm.hmm]` takes the same settings
+/// with durations as strings.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HmmSettings {
+    pub interval_ms: Option<u64>,
+    pub window: Option<usize>,
+    pub good_margin_db: Option<f64>,
+    pub bad_margin_db: Option<f64>,
+}
+
+impl HmmSettings {
+    /// The settings over the defaults ([`Config::validate`] checks them).
+    pub fn config(&self) -> HmmConfig {
+        let d = HmmConfig::default();
+        HmmConfig {
+            interval: self.interval_ms.map_or(d.interval, Duration::from_millis),
+            window: self.window.unwrap_or(d.window),
+            good_margin_db: self.good_margin_db.unwrap_or(d.good_margin_db),
+            bad_margin_db: self.bad_margin_db.unwrap_or(d.bad_margin_db),
+            ..d
+        }
+    }
+}
+
+/// The `[capacity]` table of a daemon's configuration file (braid pm's `pm.toml`, braid
+/// tunnel's `[pm.capacity]`): the capacity estimate of the capacity-aware modes, each setting
+/// optional (default: [`CapacityConfig::default`]).
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapacitySettings {
+    pub sample_ms: Option<u64>,
+    pub demand_window_ms: Option<u64>,
+    pub horizon_ms: Option<u64>,
+    pub headroom: Option<f64>,
+    pub main_share: Option<f64>,
+    pub floor_db: Option<f64>,
+}
+
+impl CapacitySettings {
+    /// The settings over the defaults ([`Config::validate`] checks them in the
+    /// capacity-aware modes).
+    pub fn config(&self) -> CapacityConfig {
+        let d = CapacityConfig::default();
+        let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
+        CapacityConfig {
+            sample: ms(self.sample_ms, d.sample),
+            demand_window: ms(self.demand_window_ms, d.demand_window),
+            horizon: ms(self.horizon_ms, d.horizon),
+            headroom: self.headroom.unwrap_or(d.headroom),
+            main_share: self.main_share.unwrap_or(d.main_share),
+            floor_db: self.floor_db.unwrap_or(d.floor_db),
+        }
+    }
+}

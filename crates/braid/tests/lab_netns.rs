@@ -322,6 +322,80 @@ fn seed_003_through_real_daemons_with_iperf3() {
     );
 }
 
+/// Seed 004's HMM through braid tunnel: E7's `cross-hmm` variant (`[pm.hmm]`, which the lab
+/// writes into the tunnel client's configuration), shortened to 22 s (the 802.11p link's
+/// coverage is lost at about 15 s). The tunnel client's path manager demotes the link on a
+/// prediction before the break, as the simulator's does on the same file, and the p99 delay
+/// around the loss stays within seed 000's 100 ms.
+#[test]
+fn the_hmm_demotes_a_fading_link_through_the_tunnel_before_it_breaks() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_root() {
+        return;
+    }
+    let keep = std::env::temp_dir().join(format!("braid-lab-hmm-{}", std::process::id()));
+    let run = [
+        "scenarios/e7-v2i-aggregation.toml",
+        "--variant",
+        "cross-hmm",
+        "--set",
+        "duration=22s",
+        "--reps",
+        "1",
+        "--json",
+        "-q",
+    ];
+    let metrics = |out: &Output| -> (Value, Value) {
+        let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let m = &v["variants"][0]["runs"][0]["metrics"];
+        (
+            m["acted_before_break_pct"].clone(),
+            m["delay_p99_event_ms"].clone(),
+        )
+    };
+    let sim = metrics(&braid(&[&["sim"][..], &run].concat()));
+    let keep_s = keep.to_str().expect("UTF-8 path");
+    let lab_out = braid(&[&["lab"][..], &run, &["--keep", keep_s]].concat());
+    let lab = metrics(&lab_out);
+    let status: Value = serde_json::from_str(
+        &std::fs::read_to_string(keep.join("cross-hmm-seed1/status-client.json"))
+            .expect("the client's final status"),
+    )
+    .expect("status JSON");
+    let _ = std::fs::remove_dir_all(&keep);
+    let decisions = status["decisions"].as_array().cloned().unwrap_or_default();
+    eprintln!(
+        "cross-hmm, 22 s: simulator {sim:?}, lab through the tunnel {lab:?}; decisions {decisions:?}"
+    );
+    assert_eq!(
+        sim.0,
+        serde_json::json!([100.0]),
+        "the simulator acts before the break"
+    );
+    assert_eq!(
+        lab.0,
+        serde_json::json!([100.0]),
+        "the tunnel acts before the break"
+    );
+    let p99 = lab.1[0].as_f64().expect("one window");
+    assert!(
+        p99 <= 100.0,
+        "p99 around the loss through the tunnel: {p99} ms"
+    );
+    let at = |reason: &str| {
+        decisions
+            .iter()
+            .filter(|d| d["iface"] == "c1" && d["reason"] == reason)
+            .filter_map(|d| d["t_s"].as_f64())
+            .fold(f64::NAN, f64::min)
+    };
+    let (predicted, lost) = (at("prediction"), at("interface"));
+    assert!(
+        predicted < lost,
+        "a prediction demotes 802.11p ({predicted} s) before its coverage is lost ({lost} s)"
+    );
+}
+
 /// `--endpoint pm`: kernel MPTCP with `braid pm` managing the client's subflows. E2's backup
 /// variant (vlc1 a standby link, vlc2 blocked for good at 10 s), shortened to 14 s: braid pm
 /// flags the subflow of the backup link as backup (the connection's first subflow, which the

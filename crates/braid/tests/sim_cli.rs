@@ -677,8 +677,8 @@ fn lab_refuses_what_it_cannot_emulate_by_key() {
     let cases: &[(&str, &[&str], &str)] = &[
         (
             "e7-v2i-aggregation.toml",
-            &[],
-            "variant cross-hmm: pm.hmm: the HMM runs on braid pm (--endpoint pm)",
+            &["--variant", "cross-hmm", "--set", "pm.hmm.interval=1500us"],
+            "variant cross-hmm: pm.hmm.interval: the path managers take whole milliseconds",
         ),
         (
             "e3-rtt-below-rtomin.toml",

@@ -392,6 +392,12 @@ pub struct PmConfig {
     pub watch_links: bool,
     /// How often link state is read, ms.
     pub watch_interval_ms: u64,
+    /// `[pm.hmm]`: seed 004's prediction of each link's next state from its signal (the keys
+    /// of braid pm's `[hmm]`); off when absent.
+    pub hmm: Option<braid_pm::HmmSettings>,
+    /// `[pm.capacity]`: the capacity-aware modes' estimate (the keys of braid pm's
+    /// `[capacity]`); its defaults when absent.
+    pub capacity: Option<braid_pm::CapacitySettings>,
 }
 
 impl Default for PmConfig {
@@ -402,6 +408,8 @@ impl Default for PmConfig {
             remove_weak: false,
             watch_links: true,
             watch_interval_ms: 50,
+            hmm: None,
+            capacity: None,
         }
     }
 }
@@ -561,10 +569,10 @@ impl ClientConfig {
                 })
                 .collect(),
             remove_weak: self.pm.remove_weak,
-            hmm: None,
+            hmm: self.pm.hmm.as_ref().map(braid_pm::HmmSettings::config),
             same_subnet: false,
             announce: false,
-            ..braid_pm::Config::default()
+            capacity: self.pm.capacity.clone().unwrap_or_default().config(),
         };
         cfg.validate()
             .map_err(|m| ConfigError(format!("pm: {m}")))?;

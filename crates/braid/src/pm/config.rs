@@ -29,6 +29,16 @@
 //! [hmm]                       # optional: seed 004 prediction
 //! interval_ms = 1000
 //! window = 5
+//! good_margin_db = 8.0        # smoothed RSS ≥ T + this: a "good" observation
+//! bad_margin_db = 3.0         # ≤ T + this: "bad"; between: "moderate"
+//!
+//! [capacity]                  # optional: the capacity-aware modes' estimate (these defaults)
+//! sample_ms = 250             # how often the interfaces' byte counters are read
+//! demand_window_ms = 40000    # the demand: the median delivery rate over this window
+//! horizon_ms = 120000         # what a link carried is forgotten after this long
+//! headroom = 0.9              # the others can carry the stream at this share of the demand
+//! main_share = 0.95           # a link is the main carrier at this share of the bytes
+//! floor_db = 2.0              # demoted anyway this far below its threshold
 //!
 //! [[iface]]
 //! name = "wlan0"
@@ -67,7 +77,9 @@ struct File {
     #[serde(default)]
     kernel: KernelFile,
     #[serde(default)]
-    hmm: Option<HmmFile>,
+    hmm: Option<braid_pm::HmmSettings>,
+    #[serde(default)]
+    capacity: Option<braid_pm::CapacitySettings>,
     #[serde(default)]
     iface: Vec<IfaceFile>,
 }
@@ -127,15 +139,6 @@ impl Default for KernelFile {
 
 fn yes() -> bool {
     true
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HmmFile {
-    interval_ms: Option<u64>,
-    window: Option<usize>,
-    good_margin_db: Option<f64>,
-    bad_margin_db: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -234,27 +237,14 @@ pub fn parse(text: &str, base: &Path) -> Result<PmSettings, String> {
         c.backup = i.backup;
         ifaces.push(c);
     }
-    let hmm = match &f.hmm {
-        None => None,
-        Some(h) => {
-            let d = braid_pm::HmmConfig::default();
-            Some(braid_pm::HmmConfig {
-                interval: h.interval_ms.map_or(d.interval, Duration::from_millis),
-                window: h.window.unwrap_or(d.window),
-                good_margin_db: h.good_margin_db.unwrap_or(d.good_margin_db),
-                bad_margin_db: h.bad_margin_db.unwrap_or(d.bad_margin_db),
-                ..d
-            })
-        }
-    };
     let policy = braid_pm::Config {
         mode,
         ifaces,
         remove_weak: f.remove_weak,
-        hmm,
+        hmm: f.hmm.as_ref().map(braid_pm::HmmSettings::config),
+        capacity: f.capacity.clone().unwrap_or_default().config(),
         same_subnet: f.same_subnet,
         announce: f.announce,
-        ..braid_pm::Config::default()
     };
     policy.validate()?;
     let abs = |p: &PathBuf| {
@@ -361,6 +351,9 @@ mod tests {
             nl80211 = true
             [hmm]
             interval_ms = 2000
+            [capacity]
+            sample_ms = 100
+            headroom = 1.2
             [[iface]]
             name = "wlan0"
             threshold_dbm = -75.0
@@ -379,6 +372,14 @@ mod tests {
         assert_eq!(
             s.policy.hmm.as_ref().unwrap().interval,
             Duration::from_secs(2)
+        );
+        assert_eq!(
+            s.policy.capacity,
+            braid_pm::CapacityConfig {
+                sample: Duration::from_millis(100),
+                headroom: 1.2,
+                ..braid_pm::CapacityConfig::default()
+            }
         );
         assert_eq!(s.signals, vec![Source::Socket("/tmp/sig.sock".into())]);
         assert_eq!(s.nl80211, Some(Duration::from_millis(100)));
@@ -432,6 +433,11 @@ mod tests {
                 "set `signal.nl80211 = true`",
             ),
             ("[hmm]\nwindow = 0", "hmm window must be within 1..=64"),
+            ("[capacity]\nsampel_ms = 100", "unknown field `sampel_ms`"),
+            (
+                "mode = \"cross-cap\"\n[capacity]\nmain_share = 0.3\n[[iface]]\nname = \"w\"\nthreshold_dbm = -80.0",
+                "capacity main_share must be within (0.5, 1]",
+            ),
             (
                 "[kernel]\ndrain = false\ndrain_max_unacked = 10",
                 "set `kernel.drain = true`",

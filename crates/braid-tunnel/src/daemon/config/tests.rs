@@ -479,3 +479,59 @@ fn values_that_cannot_run_are_refused_with_the_key() {
         "{e}"
     );
 }
+
+/// `[pm.hmm]` turns seed 004's prediction on and `[pm.capacity]` sets the capacity estimate
+/// (braid pm's `[hmm]` and `[capacity]` keys); a wrong key or value is a one-line error.
+#[test]
+fn the_path_managers_hmm_and_capacity_estimate_are_set_in_pm() {
+    let c = ClientConfig::parse(&client_toml(), []).unwrap();
+    let pm = c.pm_config().unwrap();
+    assert_eq!(pm.hmm, None);
+    assert_eq!(pm.capacity, braid_pm::CapacityConfig::default());
+    let text = client_toml().replace(
+        "[tun]",
+        "[pm]\nmode = \"cross-cap\"\n\
+         [pm.hmm]\ninterval_ms = 2000\nwindow = 8\n\
+         [pm.capacity]\nsample_ms = 100\ndemand_window_ms = 20000\nhorizon_ms = 60000\n\
+         headroom = 1.2\nmain_share = 0.9\nfloor_db = 1.5\n[tun]",
+    ) + "threshold_dbm = -80.0\n";
+    let pm = ClientConfig::parse(&text, []).unwrap().pm_config().unwrap();
+    assert_eq!(
+        pm.hmm,
+        Some(braid_pm::HmmConfig {
+            interval: Duration::from_secs(2),
+            window: 8,
+            ..braid_pm::HmmConfig::default()
+        })
+    );
+    assert_eq!(
+        pm.capacity,
+        braid_pm::CapacityConfig {
+            sample: Duration::from_millis(100),
+            demand_window: Duration::from_secs(20),
+            horizon: Duration::from_secs(60),
+            headroom: 1.2,
+            main_share: 0.9,
+            floor_db: 1.5,
+        }
+    );
+    for (from, to, want) in [
+        ("window = 8", "windw = 8", "windw"),
+        (
+            "window = 8",
+            "window = 0",
+            "pm: hmm window must be within 1..=64",
+        ),
+        (
+            "main_share = 0.9",
+            "main_share = 0.3",
+            "pm: capacity main_share must be within (0.5, 1]",
+        ),
+    ] {
+        let e = ClientConfig::parse(&text.replace(from, to), [])
+            .unwrap_err()
+            .0;
+        assert!(e.contains(want), "{from} → {to}: {e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+}
