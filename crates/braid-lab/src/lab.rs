@@ -24,7 +24,8 @@ use braid_sim::metrics;
 use braid_sim::radio::Crossing;
 use braid_sim::runner::{PlanResult, RunResult, VariantResult};
 use braid_sim::scenario::{
-    Action, AddressPolicy, AppDirection, AppKind, ConnectionSpec, Plan, PmSpec, Variant,
+    Action, AddressPolicy, AppDirection, AppKind, ConnectionSpec, Plan, PmSpec, RoutingPolicyKind,
+    Variant,
 };
 use braid_sim::world::{
     Beacon, FlowRecord, LossEvent, PmDecision, Recovery, RunRecord, Sample, radio_beacons,
@@ -227,6 +228,53 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
                     "scripted changes of a radio link are not emulated (its beacons drive it)",
                 );
             }
+        }
+        // A topology: the lab builds one emulated link per scenario link between a client and
+        // a server namespace, so it runs two nodes, one application and direct links only.
+        let t = &v.topology;
+        if let Some(app) = t.apps.first() {
+            if let Some(relay) = t
+                .nodes
+                .iter()
+                .enumerate()
+                .find(|(n, _)| *n != app.client && *n != app.server)
+            {
+                return at(
+                    &format!("node ({})", relay.1.name),
+                    "the lab joins the application's two nodes by their links; nodes that relay \
+                     run in the simulator (seed 004's 8-node testbed on real kernels: \
+                     `cargo bench -p braid --bench e13_kernel`)",
+                );
+            }
+            let unused = t.links.iter().find(|l| {
+                l.ends
+                    .iter()
+                    .any(|e| e.node == app.client && !app.client_ifaces.contains(&e.iface))
+            });
+            if let Some(l) = unused {
+                return at(
+                    "app.interfaces",
+                    &format!(
+                        "the lab's client uses every link it has, link `{}` included",
+                        l.name
+                    ),
+                );
+            }
+        }
+        if let Some(flow) = t.apps.get(1) {
+            return at(
+                &format!("flow ({})", flow.name),
+                "the lab runs one application, the scenario's [app]",
+            );
+        }
+        if t.routing
+            .as_ref()
+            .is_some_and(|r| matches!(r.policy, RoutingPolicyKind::Manet { .. }))
+        {
+            return at(
+                "routing.policy",
+                "seed 004's routing runs as `braid route` on real nodes, not in braid lab",
+            );
         }
         if s.links.len() > 8 {
             return at("link", "the lab builds at most 8 links");
@@ -1854,6 +1902,67 @@ mod tests {
         assert_eq!(check(&ok, Endpoint::Pm), Ok(()));
         let replay = plan("e8-v2i-signal-replay.toml", &["r1-cap"]);
         assert_eq!(check(&replay, Endpoint::Tunnel), Ok(()));
+    }
+
+    /// A topology runs in the lab when it is two nodes joined by direct links with one
+    /// application on all of them; a relay, a second flow, seed 004's routing or an application
+    /// held to some of the client's interfaces is refused in one line naming the key.
+    #[test]
+    fn topologies_beyond_two_nodes_and_one_application_are_refused_by_key() {
+        let text = |extra_node: &str, app: &str, tail: &str| {
+            format!(
+                r#"
+name = "t"
+duration = "10s"
+[[node]]
+name = "A"
+iface = [{{ name = "e0", addr = "10.9.0.1/24" }}, {{ name = "e1", addr = "10.9.1.1/24" }}]
+[[node]]
+name = "B"
+iface = [{{ name = "e0", addr = "10.9.0.2/24" }}, {{ name = "e1", addr = "10.9.1.2/24" }}]
+{extra_node}
+[[link]]
+name = "ab"
+a = "A.*"
+b = "B.*"
+rate = "10Mbit"
+delay = "5ms"
+[app]
+kind = "bulk"
+client = "A"
+server = "B"
+{app}
+{tail}
+"#
+            )
+        };
+        let check_text = |t: String| {
+            let p = braid_sim::scenario::load_str(&t, "t.toml", Path::new("."), &[])
+                .unwrap_or_else(|e| panic!("{e}"));
+            check(&p, Endpoint::Tunnel)
+        };
+        assert_eq!(check_text(text("", "", "")), Ok(()));
+        let relay = "[[node]]\nname = \"R\"\niface = [{ name = \"e0\", addr = \"10.9.0.3/24\" }]";
+        let cases = [
+            (text(relay, "", ""), "node (R): "),
+            (text("", "interfaces = [\"e0\"]", ""), "app.interfaces: "),
+            (
+                text(
+                    "",
+                    "",
+                    "[[flow]]\nname = \"f\"\nkind = \"bulk\"\nclient = \"A\"\nserver = \"B\"",
+                ),
+                "flow (f): ",
+            ),
+            (
+                text("", "", "[routing]\npolicy = \"manet\""),
+                "routing.policy: ",
+            ),
+        ];
+        for (t, want) in cases {
+            let e = check_text(t).unwrap_err();
+            assert!(e.contains(want) && !e.contains('\n'), "{want}: {e}");
+        }
     }
 
     /// The scenario's HMM and capacity settings reach both daemons' files with every value,

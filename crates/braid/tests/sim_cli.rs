@@ -676,6 +676,11 @@ fn manet_reports_draw_bars_and_the_buffer_sweep() {
 fn lab_refuses_what_it_cannot_emulate_by_key() {
     let cases: &[(&str, &[&str], &str)] = &[
         (
+            "e13-manet-homogeneous.toml",
+            &[],
+            "variant tm: node (M2): the lab joins the application's two nodes by their links",
+        ),
+        (
             "e7-v2i-aggregation.toml",
             &["--variant", "cross-hmm", "--set", "pm.hmm.interval=1500us"],
             "variant cross-hmm: pm.hmm.interval: the path managers take whole milliseconds",

@@ -13,7 +13,7 @@ pub mod topology;
 
 pub use crate::metrics::MetricsSpec;
 pub use spec::*;
-pub use topology::{AppDef, IfaceDef, LinkDef, NodeDef, Topology};
+pub use topology::{AppDef, IfaceDef, LinkDef, NodeDef, RoutingPolicyKind, Topology};
 
 use std::collections::BTreeMap;
 use std::fmt;
