@@ -546,11 +546,28 @@ impl Net {
         events: bool,
         beacons: &[Beacon],
     ) -> io::Result<Emulator> {
+        // `v.links[i].0` carries the link's `ends[0]` → `ends[1]`: server → client in the
+        // two-node form, and in a topology whichever way the file's `a` and `b` say.
+        let client = v.topology.apps.first().map(|a| a.client);
         let specs = v
             .links
             .iter()
             .enumerate()
-            .map(|(i, (down, up))| LinkSpec {
+            .map(|(i, (from_a, from_b))| {
+                let client_is_a = v
+                    .topology
+                    .links
+                    .get(i)
+                    .zip(client)
+                    .is_some_and(|(l, c)| l.ends[0].node == c);
+                let (down, up) = if client_is_a {
+                    (from_b, from_a)
+                } else {
+                    (from_a, from_b)
+                };
+                (i, down, up)
+            })
+            .map(|(i, down, up)| LinkSpec {
                 name: v.scenario.links[i].name.clone(),
                 a_if: self.links[i].0.clone(),
                 b_if: self.links[i].1.clone(),

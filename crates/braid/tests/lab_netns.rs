@@ -396,6 +396,75 @@ fn the_hmm_demotes_a_fading_link_through_the_tunnel_before_it_breaks() {
     );
 }
 
+/// A topology's link is `rate` from `a` to `b` and `up_rate` back, whichever end the client
+/// is: the lab's emulator gives each direction its own (it used to take `rate` as the
+/// download's whenever the client was `a`). A two-node topology at 4 Mbit/s one way and 12 the
+/// other, bulk each way for 8 s through the tunnel, beside the simulator.
+#[test]
+fn a_topology_links_two_rates_go_the_way_a_and_b_say() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_root() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("braid-lab-asym-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("asym.toml");
+    for (client_end, direction, want) in [("a", "down", 12.0), ("a", "up", 4.0), ("b", "down", 4.0)]
+    {
+        let (a, b) = if client_end == "a" {
+            ("A", "B")
+        } else {
+            ("B", "A")
+        };
+        std::fs::write(
+            &file,
+            format!(
+                r#"
+name = "asym"
+duration = "8s"
+[[node]]
+name = "A"
+iface = [{{ name = "e0", addr = "10.9.0.1/24" }}]
+[[node]]
+name = "B"
+iface = [{{ name = "e0", addr = "10.9.0.2/24" }}]
+[[link]]
+name = "l"
+a = "{a}.*"
+b = "{b}.*"
+rate = "4Mbit"
+up_rate = "12Mbit"
+delay = "5ms"
+[app]
+kind = "bulk"
+client = "A"
+server = "B"
+direction = "{direction}"
+"#
+            ),
+        )
+        .unwrap();
+        let f = file.to_str().unwrap();
+        let run = [f, "--reps", "1", "--json", "-q"];
+        let sim = get(
+            &medians(&braid(&[&["sim"][..], &run].concat()), "throughput_mbps"),
+            "stock",
+        );
+        let lab = get(
+            &medians(&braid(&[&["lab"][..], &run].concat()), "throughput_mbps"),
+            "stock",
+        );
+        eprintln!(
+            "client at {client_end}, {direction}: simulator {sim:.2}, lab {lab:.2} Mbit/s (link {want} that way)"
+        );
+        assert!(
+            (0.8 * want..=want).contains(&lab) && (0.8 * want..=want).contains(&sim),
+            "client at {client_end}, {direction}: simulator {sim:.2}, lab {lab:.2} Mbit/s on a {want} Mbit/s direction"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `--endpoint pm`: kernel MPTCP with `braid pm` managing the client's subflows. E2's backup
 /// variant (vlc1 a standby link, vlc2 blocked for good at 10 s), shortened to 14 s: braid pm
 /// flags the subflow of the backup link as backup (the connection's first subflow, which the

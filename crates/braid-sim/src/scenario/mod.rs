@@ -54,7 +54,8 @@ pub struct Variant {
     pub name: String,
     pub settings: BTreeMap<String, String>,
     pub scenario: Scenario,
-    /// Resolved link directions: (server→client, client→server).
+    /// Resolved link directions: (`ends[0]` → `ends[1]`, back) of [`Topology::links`], that is
+    /// (server→client, client→server) in the two-node form and (a→b, b→a) in a topology.
     pub links: Vec<(DirSpec, DirSpec)>,
     /// Scripted actions sorted by time: (time, link index, action).
     pub timeline: Vec<(Duration, usize, Action)>,
