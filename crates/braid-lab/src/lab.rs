@@ -216,6 +216,15 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
         // emulated link and fed to the client's path manager (braid pm, or braid tunnel's).
         let radio = |i: usize| v.radios[i].is_some() || v.signals[i].is_some();
         for (i, l) in s.links.iter().enumerate() {
+            // In a topology the simulator draws a link's signal from its nodes' positions
+            // and feeds no path manager; `radio_beacons` replays the two-node form's.
+            if radio(i) && v.topology.routing.is_some() {
+                return at(
+                    &format!("link[{i}].radio ({})", l.name),
+                    "a topology's radio links run in the simulator only (the lab replays the \
+                     two-node form's radio and signal replays)",
+                );
+            }
             if radio(i) && l.address == AddressPolicy::Lose {
                 return at(
                     &format!("link[{i}].address"),
@@ -1974,6 +1983,12 @@ server = "B"
             (
                 text("", "", "[routing]\npolicy = \"manet\""),
                 "routing.policy: ",
+            ),
+            (
+                text("", "", "[link.radio]\nadapt_rate = false")
+                    .replace("name = \"A\"\n", "name = \"A\"\nposition = [0.0, 0.0]\n")
+                    .replace("name = \"B\"\n", "name = \"B\"\nposition = [50.0, 0.0]\n"),
+                "link[0].radio (ab.e0): ",
             ),
         ];
         for (t, want) in cases {
