@@ -112,7 +112,7 @@ impl Endpoint {
             Endpoint::Mptcpd if !in_kernel_mode(v) => {
                 Some("mptcpd has no cross-layer mode (run it with --endpoint pm)")
             }
-            Endpoint::Mptcpd if v.scenario.links.iter().any(|l| l.backup) => Some(
+            Endpoint::Mptcpd if (0..v.links.len()).any(|i| client_backup(v, i)) => Some(
                 "mptcpd gives every address the same flags, so no link is a backup (run it with --endpoint mptcp or pm)",
             ),
             Endpoint::Mptcp | Endpoint::Pm | Endpoint::Mptcpd => None,
@@ -353,6 +353,20 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether link `i`'s client end is a backup interface: the two-node form's `link.backup`, a
+/// topology's `iface.backup` of the client's interface on the link.
+fn client_backup(v: &Variant, i: usize) -> bool {
+    let t = &v.topology;
+    let end = t
+        .apps
+        .first()
+        .and_then(|app| t.links.get(i)?.ends.iter().find(|e| e.node == app.client));
+    match end {
+        Some(e) => t.nodes[e.node].ifaces[e.iface].backup,
+        None => v.scenario.links[i].backup,
+    }
 }
 
 /// The variant's path manager is one the in-kernel path manager (and the tunnel's) can be.
@@ -756,7 +770,7 @@ impl Tunnel {
             client.push_str(&format!(
                 "[[link]]\nname = \"c{i}\"\ngateway = \"{}:7000\"\nbackup = {}\n",
                 server_addr(i),
-                l.backup
+                client_backup(v, i)
             ));
             if radio && let Some(t) = l.threshold_dbm {
                 client.push_str(&format!(
@@ -891,7 +905,7 @@ impl Mptcp {
         }
         let mut m = Mptcp {
             links: v.scenario.links.len(),
-            backup: v.scenario.links.iter().map(|l| l.backup).collect(),
+            backup: (0..v.links.len()).map(|i| client_backup(v, i)).collect(),
             pm: None,
             mptcpd: None,
             signal: None,
@@ -937,7 +951,7 @@ impl Mptcp {
         let pm = &v.scenario.pm;
         let links = &v.scenario.links;
         let mode = match pm.mode.as_str() {
-            "auto" if links.iter().any(|l| l.backup) => "backup",
+            "auto" if (0..links.len()).any(|i| client_backup(v, i)) => "backup",
             "auto" => "fullmesh",
             m => m,
         };
@@ -955,7 +969,9 @@ impl Mptcp {
         for (i, l) in links.iter().enumerate() {
             config.push_str(&format!(
                 "\n[[iface]]\nname = \"c{i}\"\nbackup = {}\nalpha = {}\nhysteresis_db = {}\n",
-                l.backup, l.alpha, l.hysteresis_db
+                client_backup(v, i),
+                l.alpha,
+                l.hysteresis_db
             ));
             if let Some(t) = l.threshold_dbm {
                 config.push_str(&format!("threshold_dbm = {t}\n"));
@@ -1995,6 +2011,63 @@ server = "B"
             let e = check_text(t).unwrap_err();
             assert!(e.contains(want) && !e.contains('\n'), "{want}: {e}");
         }
+    }
+
+    /// A link is a backup for the lab's endpoints when the client's end of it is: the
+    /// two-node form's `link.backup`, a topology's `iface.backup` on the client (not the
+    /// server's).
+    #[test]
+    fn a_backup_is_the_clients_interface_in_either_form() {
+        let two_node = plan("e2-blockage.toml", &["backup"]);
+        let v = &two_node.variants[0];
+        let want: Vec<bool> = v.scenario.links.iter().map(|l| l.backup).collect();
+        assert!(want.iter().any(|b| *b), "{want:?}");
+        let got: Vec<bool> = (0..v.links.len()).map(|i| client_backup(v, i)).collect();
+        assert_eq!(got, want);
+        let topo = |client_a: bool, backup_on: &str| {
+            let (c, sv) = if client_a { ("A", "B") } else { ("B", "A") };
+            let text = format!(
+                r#"
+name = "t"
+duration = "10s"
+[[node]]
+name = "A"
+iface = [{{ name = "e0", addr = "10.9.0.1/24" }}, {{ name = "e1", addr = "10.9.1.1/24"{} }}]
+[[node]]
+name = "B"
+iface = [{{ name = "e0", addr = "10.9.0.2/24" }}, {{ name = "e1", addr = "10.9.1.2/24"{} }}]
+[[link]]
+name = "ab"
+a = "A.*"
+b = "B.*"
+rate = "10Mbit"
+delay = "5ms"
+[app]
+kind = "bulk"
+client = "{c}"
+server = "{sv}"
+"#,
+                if backup_on == "A" {
+                    ", backup = true"
+                } else {
+                    ""
+                },
+                if backup_on == "B" {
+                    ", backup = true"
+                } else {
+                    ""
+                },
+            );
+            let p = braid_sim::scenario::load_str(&text, "t.toml", Path::new("."), &[])
+                .unwrap_or_else(|e| panic!("{e}"));
+            let v = &p.variants[0];
+            (0..v.links.len())
+                .map(|i| client_backup(v, i))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(topo(true, "A"), [false, true]);
+        assert_eq!(topo(true, "B"), [false, false]);
+        assert_eq!(topo(false, "B"), [false, true]);
     }
 
     /// The scenario's HMM and capacity settings reach both daemons' files with every value,
