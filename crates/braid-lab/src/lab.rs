@@ -1840,11 +1840,12 @@ fn run_once(
             v.name, got.missing
         );
     }
-    // Stream bytes received per link, duplicates included (the receiver's paths by local
-    // address: the client's are its links; the gateway's name the client's address).
-    let by_link = |p: &Value| match s.app.direction {
-        AppDirection::Down => p["local"].as_u64(),
-        AppDirection::Up => p["remote"].as_u64(),
+    // Stream bytes received per link, duplicates included, over the connection's life (closed
+    // paths too), as the simulator counts them: the receiver's counts by its own address (the
+    // client's are its links) or by its peer's (the gateway names the client's).
+    let addrs = match s.app.direction {
+        AppDirection::Down => "addrs",
+        AppDirection::Up => "peer_addrs",
     };
     let link_bytes: Vec<u64> = (0..n)
         .map(|i| {
@@ -1854,13 +1855,9 @@ fn run_once(
             }
             receiver_conn
                 .as_ref()
-                .and_then(|c| c["paths"].as_array())
-                .map(|ps| {
-                    ps.iter()
-                        .filter(|p| by_link(p) == Some(i as u64))
-                        .map(|p| p["data_bytes_received"].as_u64().unwrap_or(0))
-                        .sum()
-                })
+                .and_then(|c| c[addrs].as_array())
+                .and_then(|a| a.iter().find(|a| a["addr"].as_u64() == Some(i as u64)))
+                .and_then(|a| a["data_bytes_received"].as_u64())
                 .unwrap_or(0)
         })
         .collect();

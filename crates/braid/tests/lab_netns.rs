@@ -325,8 +325,9 @@ fn seed_003_through_real_daemons_with_iperf3() {
 /// Seed 004's HMM through braid tunnel: E7's `cross-hmm` variant (`[pm.hmm]`, which the lab
 /// writes into the tunnel client's configuration), shortened to 22 s (the 802.11p link's
 /// coverage is lost at about 15 s). The tunnel client's path manager demotes the link on a
-/// prediction before the break, as the simulator's does on the same file, and the p99 delay
-/// around the loss stays within seed 000's 100 ms.
+/// prediction before the break, as the simulator's does on the same file, the p99 delay
+/// around the loss stays within seed 000's 100 ms, and the bytes 802.11p carried before its
+/// path closed are counted (within 25 % of the simulator's).
 #[test]
 fn the_hmm_demotes_a_fading_link_through_the_tunnel_before_it_breaks() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -345,12 +346,13 @@ fn the_hmm_demotes_a_fading_link_through_the_tunnel_before_it_breaks() {
         "--json",
         "-q",
     ];
-    let metrics = |out: &Output| -> (Value, Value) {
+    let metrics = |out: &Output| -> (Value, Value, f64) {
         let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
         let m = &v["variants"][0]["runs"][0]["metrics"];
         (
             m["acted_before_break_pct"].clone(),
             m["delay_p99_event_ms"].clone(),
+            m["link.its.mb"][0].as_f64().unwrap_or(f64::NAN),
         )
     };
     let sim = metrics(&braid(&[&["sim"][..], &run].concat()));
@@ -381,6 +383,13 @@ fn the_hmm_demotes_a_fading_link_through_the_tunnel_before_it_breaks() {
     assert!(
         p99 <= 100.0,
         "p99 around the loss through the tunnel: {p99} ms"
+    );
+    // What 802.11p carried before its path closed at the loss counts, as in the simulator.
+    assert!(
+        (0.75 * sim.2..=1.33 * sim.2).contains(&lab.2),
+        "802.11p carried {:.2} MB in the lab, {:.2} in the simulator",
+        lab.2,
+        sim.2
     );
     let at = |reason: &str| {
         decisions

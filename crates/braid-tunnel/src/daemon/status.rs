@@ -50,11 +50,28 @@ pub fn connection_json(conn: &Connection, addr_of: impl Fn(PathId) -> Option<Str
             })
         })
         .collect();
+    // Per address, over the connection's life (closed paths included): each of the client's
+    // links is one address, numbered as the links, on both ends.
+    let addrs = |stats: &mut dyn Iterator<Item = (braid_core::AddrId, &braid_core::AddrStats)>| {
+        stats
+            .map(|(a, st)| {
+                json!({
+                    "addr": a.0,
+                    "data_bytes_sent": st.data_bytes_sent,
+                    "data_bytes_received": st.data_bytes_received,
+                    "datagrams_sent": st.datagrams_sent,
+                    "datagrams_received": st.datagrams_received,
+                })
+            })
+            .collect::<Vec<_>>()
+    };
     let d = &s.dropped;
     json!({
         "established": conn.is_established(),
         "closed": conn.is_closed(),
         "paths": paths,
+        "addrs": addrs(&mut conn.addr_stats()),
+        "peer_addrs": addrs(&mut conn.peer_addr_stats()),
         "bytes_sent": s.bytes_sent,
         "bytes_received": s.bytes_received,
         "datagrams_sent": s.datagrams_sent,

@@ -405,3 +405,52 @@ fn a_connection_gone_notice_is_told_apart_and_harmless_to_a_tunnel() {
     p.run(Duration::from_millis(20));
     assert_eq!(p.at_c, vec![udp(9, 1, 100)]);
 }
+
+/// The status counts stream bytes per address over the connection's life: what a path carried
+/// stays counted after it closes (`braid lab`'s per-link figures read it), and the receiver's
+/// addresses and the sender's view of them agree.
+#[test]
+fn per_address_counts_keep_what_a_closed_path_carried() {
+    let mut p = Pair::new(&config("", 1400));
+    for i in 0..200u8 {
+        p.s.push(p.now, &udp(9, i, 1000)).unwrap();
+    }
+    p.run(Duration::from_millis(200));
+    assert_eq!(p.at_c.len(), 200);
+    let count = |t: &Tunnel, key: &str, addr: u64, what: &str| {
+        t.status_json(Instant::ZERO, |_| None)[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["addr"] == addr)
+            .map_or(0, |a| a[what].as_u64().unwrap())
+    };
+    let before: Vec<u64> = (0..2)
+        .map(|a| count(&p.c, "addrs", a, "data_bytes_received"))
+        .collect();
+    assert!(
+        before.iter().all(|&b| b > 0),
+        "both links carried data: {before:?}"
+    );
+    let second = p.c.conn.paths().find(|x| x.local.0 == 1).unwrap().id;
+    p.c.conn.close_path(second).unwrap();
+    p.run(Duration::from_millis(100));
+    assert!(p.c.conn.paths().all(|x| x.local.0 != 1));
+    for i in 0..50u8 {
+        p.s.push(p.now, &udp(9, i, 1000)).unwrap();
+    }
+    p.run(Duration::from_millis(200));
+    let after: Vec<u64> = (0..2)
+        .map(|a| count(&p.c, "addrs", a, "data_bytes_received"))
+        .collect();
+    assert_eq!(after[1], before[1], "the closed path's bytes stay counted");
+    assert!(after[0] > before[0]);
+    // The sender names the client's addresses as its peer's.
+    let sent: Vec<u64> = (0..2)
+        .map(|a| count(&p.s, "peer_addrs", a, "data_bytes_sent"))
+        .collect();
+    assert!(
+        sent[0] >= after[0] && sent[1] >= after[1],
+        "{sent:?} {after:?}"
+    );
+}
