@@ -355,6 +355,29 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
     Ok(())
 }
 
+/// The per-link byte counts as the simulator reports them: per scenario link in the two-node
+/// form, per interface of the client in a topology (`link.<interface>.mb`).
+fn per_client_interface(v: &Variant, per_link: Vec<u64>) -> (Vec<String>, Vec<u64>) {
+    let t = &v.topology;
+    let Some(app) = t.apps.first().filter(|_| t.routing.is_some()) else {
+        return (
+            v.scenario.links.iter().map(|l| l.name.clone()).collect(),
+            per_link,
+        );
+    };
+    let client = &t.nodes[app.client];
+    let mut bytes = vec![0; client.ifaces.len()];
+    for (l, b) in t.links.iter().zip(per_link) {
+        if let Some(e) = l.ends.iter().find(|e| e.node == app.client) {
+            bytes[e.iface] += b;
+        }
+    }
+    (
+        client.ifaces.iter().map(|f| f.name.clone()).collect(),
+        bytes,
+    )
+}
+
 /// Whether link `i`'s client end is a backup interface: the two-node form's `link.backup`, a
 /// topology's `iface.backup` of the client's interface on the link.
 fn client_backup(v: &Variant, i: usize) -> bool {
@@ -1861,6 +1884,7 @@ fn run_once(
                 .unwrap_or(0)
         })
         .collect();
+    let (link_names, link_bytes) = per_client_interface(v, link_bytes);
     let count = |c: &Option<Value>, k: &str| c.as_ref().and_then(|c| c[k].as_u64()).unwrap_or(0);
     let sender = ConnectionStats {
         data_packets_sent: count(&sender_conn, "data_packets_sent"),
@@ -1888,8 +1912,8 @@ fn run_once(
         samples,
         loss_events: rec_losses,
         recoveries,
-        link_names: s.links.iter().map(|l| l.name.clone()).collect(),
-        thresholds: vec![None; n],
+        thresholds: vec![None; link_names.len()],
+        link_names,
         rss: Vec::new(),
         decisions: decisions.into_sorted(),
         link_bytes,
@@ -2065,6 +2089,49 @@ server = "{sv}"
         assert_eq!(topo(true, "A"), [false, true]);
         assert_eq!(topo(true, "B"), [false, false]);
         assert_eq!(topo(false, "B"), [false, true]);
+    }
+
+    /// The lab reports bytes per link under the simulator's names: per scenario link in the
+    /// two-node form, per client interface in a topology whatever order its links are in.
+    #[test]
+    fn per_link_bytes_carry_the_simulators_names() {
+        let two_node = plan("e7-v2i-aggregation.toml", &["cross"]);
+        assert_eq!(
+            per_client_interface(&two_node.variants[0], vec![3, 4]),
+            (vec!["lte".to_string(), "its".to_string()], vec![3, 4])
+        );
+        let text = r#"
+name = "t"
+duration = "10s"
+[[node]]
+name = "A"
+iface = [{ name = "e0", addr = "10.9.0.1/24" }, { name = "e1", addr = "10.9.1.1/24" }]
+[[node]]
+name = "B"
+iface = [{ name = "e0", addr = "10.9.0.2/24" }, { name = "e1", addr = "10.9.1.2/24" }]
+[[link]]
+name = "x"
+a = "B.e1"
+b = "A.e1"
+rate = "10Mbit"
+delay = "5ms"
+[[link]]
+name = "y"
+a = "A.e0"
+b = "B.e0"
+rate = "10Mbit"
+delay = "5ms"
+[app]
+kind = "bulk"
+client = "A"
+server = "B"
+"#;
+        let p = braid_sim::scenario::load_str(text, "t.toml", Path::new("."), &[])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            per_client_interface(&p.variants[0], vec![5, 7]),
+            (vec!["e0".to_string(), "e1".to_string()], vec![7, 5])
+        );
     }
 
     /// The scenario's HMM and capacity settings reach both daemons' files with every value,
