@@ -950,6 +950,21 @@ impl Mptcp {
                 m.endpoint_add(net, i)?;
             }
         }
+        if userspace && v.scenario.pm.same_subnet {
+            // Subflows only within a subnet: the client's braid pm needs the server's other
+            // addresses, which the server announces (as the simulator's and seed 004's do).
+            for i in 1..m.links {
+                net.server.ip(&[
+                    "mptcp",
+                    "endpoint",
+                    "add",
+                    &server_addr(i),
+                    "dev",
+                    &format!("s{i}"),
+                    "signal",
+                ])?;
+            }
+        }
         if let Some(dir) = mptcpd {
             m.mptcpd = Some(m.start_mptcpd(net, dir)?);
         }
@@ -1624,8 +1639,14 @@ fn run_once(
         let (server, client) = ends.app_addrs(AppDirection::Up);
         let client = SocketAddr::new(client.ip(), 0);
         let cc2 = cc.to_string();
+        // An MPTCP listener bound to one address refuses subflows to the server's others.
+        let bind = if mptcp {
+            SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), server.port())
+        } else {
+            server
+        };
         let listener = net.server.run(move || -> io::Result<TcpListener> {
-            let s = stream_socket(server, mptcp, &cc2)?;
+            let s = stream_socket(bind, mptcp, &cc2)?;
             s.listen(4)?;
             Ok(s.into())
         })?;
@@ -1885,6 +1906,11 @@ fn run_once(
         })
         .collect();
     let (link_names, link_bytes) = per_client_interface(v, link_bytes);
+    for sample in &mut samples {
+        sample.link_rx = per_client_interface(v, std::mem::take(&mut sample.link_rx)).1;
+        sample.link_cwnd = vec![0; link_names.len()];
+        sample.link_srtt_us = vec![0; link_names.len()];
+    }
     let count = |c: &Option<Value>, k: &str| c.as_ref().and_then(|c| c[k].as_u64()).unwrap_or(0);
     let sender = ConnectionStats {
         data_packets_sent: count(&sender_conn, "data_packets_sent"),

@@ -474,6 +474,72 @@ direction = "{direction}"
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--endpoint pm` with `pm.same_subnet = true` on a two-node topology whose links are listed
+/// in another order than the interfaces (e1 at 4 Mbit/s first, e0 at 12 Mbit/s second): the
+/// server announces its other addresses and listens on all of them, so braid pm opens a
+/// subflow within each subnet, and each interface's bytes are reported under its own name.
+/// Both links carry at least 80 % of their rate in both worlds.
+#[test]
+fn same_subnet_subflows_on_kernel_mptcp_fill_each_link_of_a_topology() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_root() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("braid-lab-subnet-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("subnets.toml");
+    std::fs::write(
+        &file,
+        r#"
+name = "subnets"
+duration = "8s"
+[[node]]
+name = "A"
+iface = [{ name = "e0", addr = "10.9.0.1/24" }, { name = "e1", addr = "10.9.1.1/24" }]
+[[node]]
+name = "B"
+iface = [{ name = "e0", addr = "10.9.0.2/24" }, { name = "e1", addr = "10.9.1.2/24" }]
+[[link]]
+name = "x"
+a = "B.e1"
+b = "A.e1"
+rate = "4Mbit"
+delay = "5ms"
+[[link]]
+name = "y"
+a = "A.e0"
+b = "B.e0"
+rate = "12Mbit"
+delay = "5ms"
+[app]
+kind = "bulk"
+client = "A"
+server = "B"
+direction = "down"
+[pm]
+same_subnet = true
+"#,
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let run = [f, "--reps", "1", "--json", "-q"];
+    let sim = braid(&[&["sim"][..], &run].concat());
+    let lab = braid(&[&["lab"][..], &run, &["--endpoint", "pm"]].concat());
+    let _ = std::fs::remove_dir_all(&dir);
+    for (iface, rate) in [("e0", 12.0), ("e1", 4.0)] {
+        let key = format!("link.{iface}.throughput_mbps");
+        let (s, l) = (
+            get(&medians(&sim, &key), "stock"),
+            get(&medians(&lab, &key), "stock"),
+        );
+        eprintln!("{iface} ({rate} Mbit/s): simulator {s:.2}, lab (braid pm) {l:.2} Mbit/s");
+        assert!(
+            (0.8 * rate..=rate).contains(&s) && (0.8 * rate..=rate).contains(&l),
+            "{iface} ({rate} Mbit/s): simulator {s:.2}, lab {l:.2} Mbit/s"
+        );
+    }
+}
+
 /// `--endpoint pm`: kernel MPTCP with `braid pm` managing the client's subflows. E2's backup
 /// variant (vlc1 a standby link, vlc2 blocked for good at 10 s), shortened to 14 s: braid pm
 /// flags the subflow of the backup link as backup (the connection's first subflow, which the
