@@ -212,32 +212,6 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
                 if v.name.is_empty() { "-" } else { &v.name }
             ))
         };
-        // Radio and signal replays: the simulator's beacons (`radio_beacons`) applied to the
-        // emulated link and fed to the client's path manager (braid pm, or braid tunnel's).
-        let radio = |i: usize| v.radios[i].is_some() || v.signals[i].is_some();
-        for (i, l) in s.links.iter().enumerate() {
-            // In a topology the simulator draws a link's signal from its nodes' positions
-            // and feeds no path manager; `radio_beacons` replays the two-node form's.
-            if radio(i) && v.topology.routing.is_some() {
-                return at(
-                    &format!("link[{i}].radio ({})", l.name),
-                    "a topology's radio links run in the simulator only (the lab replays the \
-                     two-node form's radio and signal replays)",
-                );
-            }
-            if radio(i) && l.address == AddressPolicy::Lose {
-                return at(
-                    &format!("link[{i}].address"),
-                    "a radio link's address is kept by the lab (`lose` is simulator-only for now)",
-                );
-            }
-            if radio(i) && v.timeline.iter().any(|(_, t, _)| *t == i) {
-                return at(
-                    &format!("event (link {})", l.name),
-                    "scripted changes of a radio link are not emulated (its beacons drive it)",
-                );
-            }
-        }
         // A topology: the lab builds one emulated link per scenario link between a client and
         // a server namespace, so it runs two nodes, one application and direct links only.
         let t = &v.topology;
@@ -284,6 +258,32 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
                 "routing.policy",
                 "seed 004's routing runs as `braid route` on real nodes, not in braid lab",
             );
+        }
+        // Radio and signal replays: the simulator's beacons (`radio_beacons`) applied to the
+        // emulated link and fed to the client's path manager (braid pm, or braid tunnel's).
+        let radio = |i: usize| v.radios[i].is_some() || v.signals[i].is_some();
+        for (i, l) in s.links.iter().enumerate() {
+            // In a topology the simulator draws a link's signal from its nodes' positions
+            // and feeds no path manager; `radio_beacons` replays the two-node form's.
+            if radio(i) && v.topology.routing.is_some() {
+                return at(
+                    &format!("link[{i}].radio ({})", l.name),
+                    "a topology's radio links run in the simulator only (the lab replays the \
+                     two-node form's radio and signal replays)",
+                );
+            }
+            if radio(i) && l.address == AddressPolicy::Lose {
+                return at(
+                    &format!("link[{i}].address"),
+                    "a radio link's address is kept by the lab (`lose` is simulator-only for now)",
+                );
+            }
+            if radio(i) && v.timeline.iter().any(|(_, t, _)| *t == i) {
+                return at(
+                    &format!("event (link {})", l.name),
+                    "scripted changes of a radio link are not emulated (its beacons drive it)",
+                );
+            }
         }
         if s.links.len() > 8 {
             return at("link", "the lab builds at most 8 links");
