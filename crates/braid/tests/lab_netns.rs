@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use netns::require_root;
+use netns::{Dir, require_root};
 use serde_json::Value;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -335,6 +335,7 @@ fn the_hmm_demotes_a_fading_link_through_the_tunnel_before_it_breaks() {
         return;
     }
     let keep = std::env::temp_dir().join(format!("braid-lab-hmm-{}", std::process::id()));
+    let _keep = Dir(keep.clone());
     let run = [
         "scenarios/e7-v2i-aggregation.toml",
         "--variant",
@@ -364,7 +365,6 @@ fn the_hmm_demotes_a_fading_link_through_the_tunnel_before_it_breaks() {
             .expect("the client's final status"),
     )
     .expect("status JSON");
-    let _ = std::fs::remove_dir_all(&keep);
     let decisions = status["decisions"].as_array().cloned().unwrap_or_default();
     eprintln!(
         "cross-hmm, 22 s: simulator {sim:?}, lab through the tunnel {lab:?}; decisions {decisions:?}"
@@ -417,6 +417,7 @@ fn a_topology_links_two_rates_go_the_way_a_and_b_say() {
     }
     let dir = std::env::temp_dir().join(format!("braid-lab-asym-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let _dir = Dir(dir.clone());
     let file = dir.join("asym.toml");
     for (client_end, direction, want) in [("a", "down", 12.0), ("a", "up", 4.0), ("b", "down", 4.0)]
     {
@@ -471,7 +472,6 @@ direction = "{direction}"
             "client at {client_end}, {direction}: simulator {sim:.2}, lab {lab:.2} Mbit/s on a {want} Mbit/s direction"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `--endpoint pm` with `pm.same_subnet = true` on a two-node topology whose links are listed
@@ -487,6 +487,7 @@ fn same_subnet_subflows_on_kernel_mptcp_fill_each_link_of_a_topology() {
     }
     let dir = std::env::temp_dir().join(format!("braid-lab-subnet-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let _dir = Dir(dir.clone());
     let file = dir.join("subnets.toml");
     std::fs::write(
         &file,
@@ -525,7 +526,6 @@ same_subnet = true
     let run = [f, "--reps", "1", "--json", "-q"];
     let sim = braid(&[&["sim"][..], &run].concat());
     let lab = braid(&[&["lab"][..], &run, &["--endpoint", "pm"]].concat());
-    let _ = std::fs::remove_dir_all(&dir);
     for (iface, rate) in [("e0", 12.0), ("e1", 4.0)] {
         let key = format!("link.{iface}.throughput_mbps");
         let (s, l) = (
