@@ -1993,62 +1993,70 @@ mod tests {
         assert_eq!(check(&replay, Endpoint::Tunnel), Ok(()));
     }
 
-    /// A topology runs in the lab when it is two nodes joined by direct links with one
-    /// application on all of them; a relay, a second flow, seed 004's routing or an application
-    /// held to some of the client's interfaces is refused in one line naming the key.
-    #[test]
-    fn topologies_beyond_two_nodes_and_one_application_are_refused_by_key() {
-        let text = |extra_node: &str, app: &str, tail: &str| {
-            format!(
-                r#"
+    /// Nodes A and B with interfaces e0 (10.9.0.0/24) and e1 (10.9.1.0/24), `e1_keys` added to
+    /// A's and B's e1, then `rest` (links, application, more tables).
+    fn two_nodes(e1_keys: [&str; 2], rest: &str) -> String {
+        format!(
+            r#"
 name = "t"
 duration = "10s"
 [[node]]
 name = "A"
-iface = [{{ name = "e0", addr = "10.9.0.1/24" }}, {{ name = "e1", addr = "10.9.1.1/24" }}]
+iface = [{{ name = "e0", addr = "10.9.0.1/24" }}, {{ name = "e1", addr = "10.9.1.1/24"{} }}]
 [[node]]
 name = "B"
-iface = [{{ name = "e0", addr = "10.9.0.2/24" }}, {{ name = "e1", addr = "10.9.1.2/24" }}]
-{extra_node}
-[[link]]
-name = "ab"
-a = "A.*"
-b = "B.*"
-rate = "10Mbit"
-delay = "5ms"
-[app]
-kind = "bulk"
-client = "A"
-server = "B"
-{app}
-{tail}
-"#
+iface = [{{ name = "e0", addr = "10.9.0.2/24" }}, {{ name = "e1", addr = "10.9.1.2/24"{} }}]
+{rest}
+"#,
+            e1_keys[0], e1_keys[1]
+        )
+    }
+
+    fn load(text: &str) -> Plan {
+        braid_sim::scenario::load_str(text, "t.toml", Path::new("."), &[])
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// One 10 Mbit/s link per interface between A and B, and a bulk transfer from `server`
+    /// to `client`.
+    fn link_ab_and_app(client: &str, server: &str) -> String {
+        format!(
+            "[[link]]\nname = \"ab\"\na = \"A.*\"\nb = \"B.*\"\nrate = \"10Mbit\"\ndelay = \"5ms\"\n\
+             [app]\nkind = \"bulk\"\nclient = \"{client}\"\nserver = \"{server}\"\n"
+        )
+    }
+
+    /// A topology runs in the lab when it is two nodes joined by direct links with one
+    /// application on all of them; a relay, a second flow, seed 004's routing, a radio link or
+    /// an application held to some of the client's interfaces is refused in one line naming
+    /// the key.
+    #[test]
+    fn topologies_beyond_two_nodes_and_one_application_are_refused_by_key() {
+        let text = |before_links: &str, after_app: &str| {
+            two_nodes(
+                ["", ""],
+                &format!("{before_links}\n{}{after_app}", link_ab_and_app("A", "B")),
             )
         };
-        let check_text = |t: String| {
-            let p = braid_sim::scenario::load_str(&t, "t.toml", Path::new("."), &[])
-                .unwrap_or_else(|e| panic!("{e}"));
-            check(&p, Endpoint::Tunnel)
-        };
-        assert_eq!(check_text(text("", "", "")), Ok(()));
+        let check_text = |t: String| check(&load(&t), Endpoint::Tunnel);
+        assert_eq!(check_text(text("", "")), Ok(()));
         let relay = "[[node]]\nname = \"R\"\niface = [{ name = \"e0\", addr = \"10.9.0.3/24\" }]";
         let cases = [
-            (text(relay, "", ""), "node (R): "),
-            (text("", "interfaces = [\"e0\"]", ""), "app.interfaces: "),
+            (text(relay, ""), "node (R): "),
+            (text("", "interfaces = [\"e0\"]"), "app.interfaces: "),
             (
                 text(
-                    "",
                     "",
                     "[[flow]]\nname = \"f\"\nkind = \"bulk\"\nclient = \"A\"\nserver = \"B\"",
                 ),
                 "flow (f): ",
             ),
             (
-                text("", "", "[routing]\npolicy = \"manet\""),
+                text("", "[routing]\npolicy = \"manet\""),
                 "routing.policy: ",
             ),
             (
-                text("", "", "[link.radio]\nadapt_rate = false")
+                text("", "[link.radio]\nadapt_rate = false")
                     .replace("name = \"A\"\n", "name = \"A\"\nposition = [0.0, 0.0]\n")
                     .replace("name = \"B\"\n", "name = \"B\"\nposition = [50.0, 0.0]\n"),
                 "link[0].radio (ab.e0): ",
@@ -2073,40 +2081,14 @@ server = "B"
         assert_eq!(got, want);
         let topo = |client_a: bool, backup_on: &str| {
             let (c, sv) = if client_a { ("A", "B") } else { ("B", "A") };
-            let text = format!(
-                r#"
-name = "t"
-duration = "10s"
-[[node]]
-name = "A"
-iface = [{{ name = "e0", addr = "10.9.0.1/24" }}, {{ name = "e1", addr = "10.9.1.1/24"{} }}]
-[[node]]
-name = "B"
-iface = [{{ name = "e0", addr = "10.9.0.2/24" }}, {{ name = "e1", addr = "10.9.1.2/24"{} }}]
-[[link]]
-name = "ab"
-a = "A.*"
-b = "B.*"
-rate = "10Mbit"
-delay = "5ms"
-[app]
-kind = "bulk"
-client = "{c}"
-server = "{sv}"
-"#,
-                if backup_on == "A" {
+            let flag = |node| {
+                if backup_on == node {
                     ", backup = true"
                 } else {
                     ""
-                },
-                if backup_on == "B" {
-                    ", backup = true"
-                } else {
-                    ""
-                },
-            );
-            let p = braid_sim::scenario::load_str(&text, "t.toml", Path::new("."), &[])
-                .unwrap_or_else(|e| panic!("{e}"));
+                }
+            };
+            let p = load(&two_nodes([flag("A"), flag("B")], &link_ab_and_app(c, sv)));
             let v = &p.variants[0];
             (0..v.links.len())
                 .map(|i| client_backup(v, i))
@@ -2126,34 +2108,11 @@ server = "{sv}"
             per_client_interface(&two_node.variants[0], vec![3, 4]),
             (vec!["lte".to_string(), "its".to_string()], vec![3, 4])
         );
-        let text = r#"
-name = "t"
-duration = "10s"
-[[node]]
-name = "A"
-iface = [{ name = "e0", addr = "10.9.0.1/24" }, { name = "e1", addr = "10.9.1.1/24" }]
-[[node]]
-name = "B"
-iface = [{ name = "e0", addr = "10.9.0.2/24" }, { name = "e1", addr = "10.9.1.2/24" }]
-[[link]]
-name = "x"
-a = "B.e1"
-b = "A.e1"
-rate = "10Mbit"
-delay = "5ms"
-[[link]]
-name = "y"
-a = "A.e0"
-b = "B.e0"
-rate = "10Mbit"
-delay = "5ms"
-[app]
-kind = "bulk"
-client = "A"
-server = "B"
-"#;
-        let p = braid_sim::scenario::load_str(text, "t.toml", Path::new("."), &[])
-            .unwrap_or_else(|e| panic!("{e}"));
+        let reversed = "[[link]]\nname = \"x\"\na = \"B.e1\"\nb = \"A.e1\"\nrate = \"10Mbit\"\n\
+                        delay = \"5ms\"\n[[link]]\nname = \"y\"\na = \"A.e0\"\nb = \"B.e0\"\n\
+                        rate = \"10Mbit\"\ndelay = \"5ms\"\n\
+                        [app]\nkind = \"bulk\"\nclient = \"A\"\nserver = \"B\"\n";
+        let p = load(&two_nodes(["", ""], reversed));
         assert_eq!(
             per_client_interface(&p.variants[0], vec![5, 7]),
             (vec!["e0".to_string(), "e1".to_string()], vec![7, 5])

@@ -50,28 +50,13 @@ pub fn connection_json(conn: &Connection, addr_of: impl Fn(PathId) -> Option<Str
             })
         })
         .collect();
-    // Per address, over the connection's life (closed paths included): each of the client's
-    // links is one address, numbered as the links, on both ends.
-    let addrs = |stats: &mut dyn Iterator<Item = (braid_core::AddrId, &braid_core::AddrStats)>| {
-        stats
-            .map(|(a, st)| {
-                json!({
-                    "addr": a.0,
-                    "data_bytes_sent": st.data_bytes_sent,
-                    "data_bytes_received": st.data_bytes_received,
-                    "datagrams_sent": st.datagrams_sent,
-                    "datagrams_received": st.datagrams_received,
-                })
-            })
-            .collect::<Vec<_>>()
-    };
     let d = &s.dropped;
     json!({
         "established": conn.is_established(),
         "closed": conn.is_closed(),
         "paths": paths,
-        "addrs": addrs(&mut conn.addr_stats()),
-        "peer_addrs": addrs(&mut conn.peer_addr_stats()),
+        "addrs": addrs_json(conn.addr_stats()),
+        "peer_addrs": addrs_json(conn.peer_addr_stats()),
         "bytes_sent": s.bytes_sent,
         "bytes_received": s.bytes_received,
         "datagrams_sent": s.datagrams_sent,
@@ -94,6 +79,24 @@ pub fn connection_json(conn: &Connection, addr_of: impl Fn(PathId) -> Option<Str
             "too_many_holes": d.too_many_holes, "protocol": d.protocol, "closed": d.closed,
         },
     })
+}
+
+/// Stream counts per address over the connection's life (closed paths included): each of the
+/// client's links is one address, numbered as the links, on both ends.
+fn addrs_json<'a>(
+    stats: impl Iterator<Item = (braid_core::AddrId, &'a braid_core::AddrStats)>,
+) -> Vec<Value> {
+    stats
+        .map(|(a, st)| {
+            json!({
+                "addr": a.0,
+                "data_bytes_sent": st.data_bytes_sent,
+                "data_bytes_received": st.data_bytes_received,
+                "datagrams_sent": st.datagrams_sent,
+                "datagrams_received": st.datagrams_received,
+            })
+        })
+        .collect()
 }
 
 /// The status document as a table (`braid status`).
