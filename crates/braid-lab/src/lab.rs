@@ -355,27 +355,41 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
     Ok(())
 }
 
+/// Stream bytes received per link, duplicates included, over the connection's life (closed
+/// paths too), as the simulator counts them, from the receiving tunnel end's status: its counts
+/// by its own address (the client's are its links) or by its peer's (the gateway names the
+/// client's).
+fn stream_bytes_per_link(receiver: &Value, direction: AppDirection, links: usize) -> Vec<u64> {
+    let addrs = match direction {
+        AppDirection::Down => "addrs",
+        AppDirection::Up => "peer_addrs",
+    };
+    let counts = receiver[addrs].as_array();
+    (0..links)
+        .map(|i| {
+            counts
+                .and_then(|a| a.iter().find(|a| a["addr"].as_u64() == Some(i as u64)))
+                .and_then(|a| a["data_bytes_received"].as_u64())
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
 /// The per-link byte counts as the simulator reports them: per scenario link in the two-node
 /// form, per interface of the client in a topology (`link.<interface>.mb`).
 fn per_client_interface(v: &Variant, per_link: Vec<u64>) -> (Vec<String>, Vec<u64>) {
     let t = &v.topology;
+    let names = v.link_names();
     let Some(app) = t.apps.first().filter(|_| t.routing.is_some()) else {
-        return (
-            v.scenario.links.iter().map(|l| l.name.clone()).collect(),
-            per_link,
-        );
+        return (names, per_link);
     };
-    let client = &t.nodes[app.client];
-    let mut bytes = vec![0; client.ifaces.len()];
+    let mut bytes = vec![0; names.len()];
     for (l, b) in t.links.iter().zip(per_link) {
         if let Some(e) = l.ends.iter().find(|e| e.node == app.client) {
             bytes[e.iface] += b;
         }
     }
-    (
-        client.ifaces.iter().map(|f| f.name.clone()).collect(),
-        bytes,
-    )
+    (names, bytes)
 }
 
 /// Whether link `i`'s client end is a backup interface: the two-node form's `link.backup`, a
@@ -1805,19 +1819,34 @@ fn run_once(
         {
             decisions.read(&st, emu.started());
         }
-        if tick % 5 == 0
-            && let (Some(c), _) = ends.connections(s.app.direction)
-        {
-            counters = (
-                c["reinjected_packets"].as_u64().unwrap_or(counters.0),
-                c["data_packets_sent"].as_u64().unwrap_or(counters.1),
-            );
-        }
+        // Through the tunnel, what each link carried is the receiver's stream bytes per
+        // address (the simulator's measure); the emulator's counts would add the tunnel's and
+        // the inner packets' headers. The sender's counters every 250 ms.
+        let link_rx = if let Ends::Tunnel(_) = ends {
+            let (snd, rcv) = ends.connections(s.app.direction);
+            if tick % 5 == 0
+                && let Some(c) = snd
+            {
+                counters = (
+                    c["reinjected_packets"].as_u64().unwrap_or(counters.0),
+                    c["data_packets_sent"].as_u64().unwrap_or(counters.1),
+                );
+            }
+            match rcv {
+                Some(c) => stream_bytes_per_link(&c, s.app.direction, n),
+                // A status not read this time: the last one's counts.
+                None => samples
+                    .last()
+                    .map_or(vec![0; n], |p: &Sample| p.link_rx.clone()),
+            }
+        } else {
+            emu.links.iter().map(|(_, c)| data_dir(c)).collect()
+        };
         tick += 1;
         samples.push(Sample {
             t: now,
             delivered: delivered.load(Ordering::Relaxed),
-            link_rx: emu.links.iter().map(|(_, c)| data_dir(c)).collect(),
+            link_rx,
             link_cwnd: vec![0; n],
             link_srtt_us: vec![0; n],
             ofo_bytes: 0,
@@ -1884,27 +1913,12 @@ fn run_once(
             v.name, got.missing
         );
     }
-    // Stream bytes received per link, duplicates included, over the connection's life (closed
-    // paths too), as the simulator counts them: the receiver's counts by its own address (the
-    // client's are its links) or by its peer's (the gateway names the client's).
-    let addrs = match s.app.direction {
-        AppDirection::Down => "addrs",
-        AppDirection::Up => "peer_addrs",
+    let link_bytes: Vec<u64> = match (&ends, &receiver_conn) {
+        (Ends::Tunnel(_), Some(c)) => stream_bytes_per_link(c, s.app.direction, n),
+        (Ends::Tunnel(_), None) => samples.last().map_or(vec![0; n], |p| p.link_rx.clone()),
+        // The kernel's per-subflow counts are not exposed: IP bytes the link carried.
+        _ => emu_links.iter().map(|(_, c)| data_dir(c)).collect(),
     };
-    let link_bytes: Vec<u64> = (0..n)
-        .map(|i| {
-            if opts.endpoint.kernel() {
-                // The kernel's per-subflow counts are not exposed: IP bytes the link carried.
-                return data_dir(&emu_links[i].1);
-            }
-            receiver_conn
-                .as_ref()
-                .and_then(|c| c[addrs].as_array())
-                .and_then(|a| a.iter().find(|a| a["addr"].as_u64() == Some(i as u64)))
-                .and_then(|a| a["data_bytes_received"].as_u64())
-                .unwrap_or(0)
-        })
-        .collect();
     let (link_names, link_bytes) = per_client_interface(v, link_bytes);
     for sample in &mut samples {
         sample.link_rx = per_client_interface(v, std::mem::take(&mut sample.link_rx)).1;

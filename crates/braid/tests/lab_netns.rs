@@ -460,16 +460,64 @@ direction = "{direction}"
             &medians(&braid(&[&["sim"][..], &run].concat()), "throughput_mbps"),
             "stock",
         );
-        let lab = get(
-            &medians(&braid(&[&["lab"][..], &run].concat()), "throughput_mbps"),
-            "stock",
-        );
+        let keep = dir.join(format!("keep-{client_end}-{direction}"));
+        let lab_out = braid(&[&["lab", "--keep", keep.to_str().unwrap()][..], &run].concat());
+        let lab = get(&medians(&lab_out, "throughput_mbps"), "stock");
+        // The link's figures are stream bytes, as the simulator's: the receiving tunnel end's
+        // count, the inner packets the tunnel's stream carries. On the one link that is what
+        // the application got, plus the inner packets' TCP/IP headers (3–4 %) and the inner
+        // TCP's retransmissions of what the tunnel's full send buffer refused. They used to
+        // be the emulator's IP bytes, the tunnel's own headers and encryption on top.
+        let lab_link = get(&medians(&lab_out, "link.e0.throughput_mbps"), "stock");
+        let lab_mb = get(&medians(&lab_out, "link.e0.mb"), "stock");
+        let read = |f: &str| -> Value {
+            serde_json::from_slice(&std::fs::read(keep.join("stock-seed1").join(f)).unwrap())
+                .unwrap()
+        };
+        let receiver = read(if direction == "down" {
+            "status-client.json"
+        } else {
+            "status-gateway.json"
+        });
+        let addrs = if direction == "down" {
+            "addrs"
+        } else {
+            "peer_addrs"
+        };
+        let stream = receiver["connections"][0][addrs][0]["data_bytes_received"]
+            .as_f64()
+            .unwrap();
+        let ip: f64 = read("emulator.json")
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                l[if direction == "down" { "down" } else { "up" }]["bytes_out"]
+                    .as_f64()
+                    .unwrap()
+            })
+            .sum();
         eprintln!(
-            "client at {client_end}, {direction}: simulator {sim:.2}, lab {lab:.2} Mbit/s (link {want} that way)"
+            "client at {client_end}, {direction}: simulator {sim:.2}, lab {lab:.2} Mbit/s, its link {lab_link:.2} (link {want} that way)"
         );
         assert!(
             (0.8 * want..=want).contains(&lab) && (0.8 * want..=want).contains(&sim),
             "client at {client_end}, {direction}: simulator {sim:.2}, lab {lab:.2} Mbit/s on a {want} Mbit/s direction"
+        );
+        eprintln!(
+            "  link.e0.mb {lab_mb:.3}; the receiver's stream bytes {:.3} MB, the emulator's IP bytes {:.3} MB",
+            stream / 1e6,
+            ip / 1e6
+        );
+        assert!(
+            (lab_mb * 1e6 - stream).abs() <= 0.005 * stream && lab_mb * 1e6 < 0.97 * ip,
+            "client at {client_end}, {direction}: link.e0.mb {lab_mb:.3} is not the receiver's stream bytes {:.3} MB (the emulator carried {:.3} MB of IP)",
+            stream / 1e6,
+            ip / 1e6
+        );
+        assert!(
+            (lab..=1.12 * lab).contains(&lab_link),
+            "client at {client_end}, {direction}: the lab's link carried {lab_link:.2} Mbit/s of stream, the application got {lab:.2} (expected 0–12 % more: the inner packets' headers and retransmissions)"
         );
     }
 }

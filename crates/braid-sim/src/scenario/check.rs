@@ -230,29 +230,6 @@ fn check_expanded(
         }
     }
     timeline.sort_by_key(|(t, l, _)| (*t, *l));
-    for m in &s.metrics.show {
-        let per_link = s.links.iter().any(|l| {
-            *m == crate::metrics::link_key(&l.name) || *m == crate::metrics::link_mb_key(&l.name)
-        });
-        let per_flow = s.flows.iter().any(|f| {
-            crate::metrics::FLOW_METRICS.iter().any(|x| {
-                f.name
-                    .as_ref()
-                    .is_some_and(|n| *m == crate::metrics::flow_key(n, x))
-            })
-        });
-        if !per_link && !per_flow && !crate::metrics::METRICS.iter().any(|d| d.key == m) {
-            let mut all: Vec<String> = crate::metrics::METRICS
-                .iter()
-                .map(|d| d.key.to_string())
-                .collect();
-            all.extend(s.links.iter().map(|l| crate::metrics::link_key(&l.name)));
-            return Err((
-                k("metrics.show"),
-                format!("unknown metric `{m}`; allowed: {}", all.join(", ")),
-            ));
-        }
-    }
     let route = match &s.mobility {
         None => None,
         Some(m) => Some(build_route(m)?),
@@ -389,7 +366,7 @@ fn check_expanded(
         Some(t) => build_tunnel(&s, t, &config)?,
         None => None,
     };
-    Ok(Variant {
+    let v = Variant {
         tunnel,
         name,
         settings,
@@ -402,7 +379,40 @@ fn check_expanded(
         signals,
         route,
         topology,
-    })
+    };
+    check_show(&v)?;
+    Ok(v)
+}
+
+/// `metrics.show` names metrics the run reports: per link by the names the run gives its
+/// links ([`Variant::link_names`]), per named flow, or the run's own.
+fn check_show(v: &Variant) -> Result<(), CheckError> {
+    let s = &v.scenario;
+    let links = v.link_names();
+    for m in &s.metrics.show {
+        let per_link = links
+            .iter()
+            .any(|l| *m == crate::metrics::link_key(l) || *m == crate::metrics::link_mb_key(l));
+        let per_flow = s.flows.iter().any(|f| {
+            crate::metrics::FLOW_METRICS.iter().any(|x| {
+                f.name
+                    .as_ref()
+                    .is_some_and(|n| *m == crate::metrics::flow_key(n, x))
+            })
+        });
+        if !per_link && !per_flow && !crate::metrics::METRICS.iter().any(|d| d.key == m) {
+            let mut all: Vec<String> = crate::metrics::METRICS
+                .iter()
+                .map(|d| d.key.to_string())
+                .collect();
+            all.extend(links.iter().map(|l| crate::metrics::link_key(l)));
+            return Err((
+                Some("metrics.show".into()),
+                format!("unknown metric `{m}`; allowed: {}", all.join(", ")),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The longest run a scenario may ask for.

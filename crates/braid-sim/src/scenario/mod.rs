@@ -73,6 +73,22 @@ pub struct Variant {
     pub tunnel: Option<TunnelVariant>,
 }
 
+impl Variant {
+    /// The names the run's per-link figures go by (`link.<name>.mb`): the scenario's links in
+    /// the two-node form, the interfaces of the first application's client in a topology
+    /// (what its connection's paths leave by).
+    pub fn link_names(&self) -> Vec<String> {
+        match (&self.topology.routing, self.topology.apps.first()) {
+            (Some(_), Some(app)) => self.topology.nodes[app.client]
+                .ifaces
+                .iter()
+                .map(|f| f.name.clone())
+                .collect(),
+            _ => self.scenario.links.iter().map(|l| l.name.clone()).collect(),
+        }
+    }
+}
+
 /// Bytes of the IPv4 and TCP headers the end-to-end flow's datagrams travel in (`[tunnel]`).
 pub const INNER_HEADERS: usize = 40;
 

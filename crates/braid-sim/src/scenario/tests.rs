@@ -508,6 +508,32 @@ fn flows_need_distinct_names() {
     assert!(e.contains("metrics.show"), "{e}");
 }
 
+/// A topology reports its per-link figures per interface of the client (`link.e0.mb`), and
+/// `metrics.show` takes those names, not the scenario's links (`link.bc.mb` was taken and
+/// `link.e0.mb` refused).
+#[test]
+fn a_topology_shows_its_link_figures_by_the_clients_interfaces() {
+    let p = load(
+        TOPO,
+        &["metrics.show=[\"link.e0.mb\", \"link.e0.throughput_mbps\"]"],
+    )
+    .unwrap();
+    assert_eq!(p.variants[0].link_names(), ["e0"]);
+    let e = err(TOPO, &["metrics.show=[\"link.bc.mb\"]"]);
+    assert!(
+        e.contains("metrics.show") && e.contains("link.e0.throughput_mbps"),
+        "{e}"
+    );
+    let p = load(BASE, &[]).unwrap();
+    let names: Vec<_> = p.variants[0]
+        .scenario
+        .links
+        .iter()
+        .map(|l| &l.name)
+        .collect();
+    assert_eq!(p.variants[0].link_names().iter().collect::<Vec<_>>(), names);
+}
+
 #[test]
 fn star_links_join_every_shared_interface_on_its_own_medium() {
     let text = TOPO.replace(

@@ -225,17 +225,11 @@ impl<'a> World<'a> {
             .map(|(k, a)| App::new(a, k, topo.routing.is_some()))
             .collect();
         let legacy = topo.routing.is_none();
-        let (link_names, thresholds) = if legacy {
-            (
-                s.links.iter().map(|l| l.name.clone()).collect(),
-                s.links.iter().map(|l| l.threshold_dbm).collect(),
-            )
+        let link_names = variant.link_names();
+        let thresholds = if legacy {
+            s.links.iter().map(|l| l.threshold_dbm).collect()
         } else {
-            let client = &topo.nodes[topo.apps[0].client];
-            (
-                client.ifaces.iter().map(|f| f.name.clone()).collect(),
-                vec![None; client.ifaces.len()],
-            )
+            vec![None; link_names.len()]
         };
         let rec = RunRecord {
             duration: s.duration.0,
