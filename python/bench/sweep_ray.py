@@ -53,7 +53,7 @@ def main() -> int:
     s = braid.Scenario.load(E3)
     sweep = dict(SWEEP)
     runs = 4 * 4 * 4
-    tiny = s.with_set({"duration": "2s", "schedule.0.first": "1s", "schedule.0.count": 1, "schedule.0.up": "0.1s", "schedule.0.down": "0.5s"})
+    tiny = s.with_set({"duration": "2s", "metrics.warmup": "0.5s", "schedule.0.first": "1s", "schedule.0.count": 1, "schedule.0.up": "0.1s", "schedule.0.down": "0.5s"})
     rows = []
 
     def row(what: str, wall: float, n: int) -> None:

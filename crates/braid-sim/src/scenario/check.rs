@@ -137,6 +137,18 @@ fn check_expanded(
         links.push((dir(down), dir(up)));
     }
     check_app("app", &s.app, &s)?;
+    // The run's metrics are measured after the warmup: one as long as the run measures
+    // nothing (throughput 0, no delay).
+    if s.metrics.warmup.0 >= s.duration.0 {
+        return Err((
+            k("metrics.warmup"),
+            format!(
+                "{:.1} s leaves nothing to measure in a run of {:.1} s",
+                s.metrics.warmup.0.as_secs_f64(),
+                s.duration.0.as_secs_f64()
+            ),
+        ));
+    }
     for (i, f) in s.flows.iter().enumerate() {
         check_app(&format!("flow[{i}]"), f, &s)?;
     }

@@ -96,6 +96,12 @@ fn wrong_types_and_impossible_values_are_explained() {
     );
     let e = err(BASE, &["duration=0s"]);
     assert!(e.contains("key `duration`"), "{e}");
+    // A warmup as long as the run measured nothing and said so only by zeros.
+    let e = err(BASE, &["metrics.warmup=5s"]);
+    assert!(
+        e.contains("key `metrics.warmup`") && e.contains("nothing to measure"),
+        "{e}"
+    );
     let e = err(BASE, &["duration=\"1e9s\""]);
     assert!(
         e.contains("key `duration`") && e.contains("ten days"),
