@@ -853,11 +853,18 @@ impl Path {
 
     /// RTO expiry: every outstanding packet is lost, the window collapses, the RTO backs off.
     /// Returns `true` if the path is now broken.
+    ///
+    /// While the path is still opening the window is left as it is: a lost path open says
+    /// nothing of the path's capacity (its link was not there yet), and the transfer that
+    /// follows starts in slow start, as Linux's does after a lost SYN (`tcp_init_transfer`
+    /// keeps ssthresh infinite).
     pub fn on_rto(&mut self, now: Instant, cfg: &Config) -> bool {
         self.stats.rto_count += 1;
         self.backoff += 1;
         self.pf = true;
-        self.cc.on_rto(now, self.in_flight);
+        if self.state != PathState::Opening {
+            self.cc.on_rto(now, self.in_flight);
+        }
         self.lost.clear();
         let base = self.base_seq;
         for (i, p) in self.sent.iter_mut().enumerate() {
