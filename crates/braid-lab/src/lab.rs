@@ -272,12 +272,6 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
                      two-node form's radio and signal replays)",
                 );
             }
-            if radio(i) && l.address == AddressPolicy::Lose {
-                return at(
-                    &format!("link[{i}].address"),
-                    "a radio link's address is kept by the lab (`lose` is simulator-only for now)",
-                );
-            }
             if radio(i) && v.timeline.iter().any(|(_, t, _)| *t == i) {
                 return at(
                     &format!("event (link {})", l.name),
@@ -1524,7 +1518,7 @@ fn keep_run(
 }
 
 /// A scheduled change the run makes itself (the emulator applies the link losses).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Step {
     /// The client's address on the link goes: the endpoint learns it (after the scenario's
     /// `remove_addr_delay`, as in the simulator).
@@ -1533,6 +1527,34 @@ enum Step {
     /// The client's interface on the link goes down (its radio's coverage is lost) and up.
     IfaceDown(usize),
     IfaceUp(usize),
+}
+
+/// The address steps of radio links whose address goes with their coverage (`address =
+/// "lose"`, `lose(link)`), as the simulator takes them (`link_lost_at`, `link_back`): the
+/// network manager removes the client's address `delay` after the coverage is declared lost,
+/// unless it is back first (then the address stays), and gives it back with the coverage.
+fn radio_addr_steps(
+    beacons: &[Beacon],
+    delay: Duration,
+    lose: impl Fn(usize) -> bool,
+) -> Vec<(Duration, Step)> {
+    let mut steps = Vec::new();
+    // Per link: when its address goes, since its coverage was lost.
+    let mut going: std::collections::BTreeMap<usize, Duration> = Default::default();
+    for b in beacons.iter().filter(|b| lose(b.link)) {
+        if b.lost_since.is_some() {
+            going.insert(b.link, b.t + delay);
+        }
+        if b.back
+            && let Some(gone) = going.remove(&b.link)
+            && gone <= b.t
+        {
+            steps.push((gone, Step::AddrGone(b.link)));
+            steps.push((b.t, Step::AddrBack(b.link)));
+        }
+    }
+    steps.extend(going.into_iter().map(|(l, t)| (t, Step::AddrGone(l))));
+    steps
 }
 
 fn run_once(
@@ -1726,6 +1748,11 @@ fn run_once(
             _ => {}
         }
     }
+    steps.extend(radio_addr_steps(
+        &beacons,
+        s.connection.remove_addr_delay.0,
+        |l| s.links[l].address == AddressPolicy::Lose,
+    ));
     // A cross-layer braid pm hears the radio's coverage (as in the simulator, a stock path
     // manager does not): the client's interface goes down and comes back with it.
     if matches!(opts.endpoint, Endpoint::Pm | Endpoint::Tunnel) && v.pm.mode.uses_signal() {
@@ -1984,6 +2011,43 @@ fn run_once(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A radio link with `address = "lose"` loses its address `remove_addr_delay` after its
+    /// coverage and gets it back with the coverage; coverage back before that keeps it; other
+    /// links keep theirs.
+    #[test]
+    fn a_radio_links_address_goes_and_comes_back_with_its_coverage() {
+        let s = |v: u64| Duration::from_secs(v);
+        let b = |ms: u64, link: usize, lost: bool, back: bool| Beacon {
+            t: Duration::from_millis(ms),
+            link,
+            rss: -90.0,
+            effect: None,
+            lost_since: lost.then(|| Duration::from_millis(ms - 900)),
+            back,
+            crossing: None,
+        };
+        let beacons = [
+            b(10_000, 1, true, false),
+            b(20_000, 1, false, true),
+            b(30_000, 1, true, false),
+            b(30_000, 0, true, false),
+            // Back 500 ms after the loss: before the address went.
+            b(30_500, 1, false, true),
+            b(40_000, 0, false, true),
+            // Never back.
+            b(50_000, 1, true, false),
+        ];
+        let steps = radio_addr_steps(&beacons, Duration::from_secs(1), |l| l == 1);
+        assert_eq!(
+            steps,
+            [
+                (s(11), Step::AddrGone(1)),
+                (s(20), Step::AddrBack(1)),
+                (s(51), Step::AddrGone(1)),
+            ]
+        );
+    }
 
     fn plan(file: &str, variants: &[&str]) -> Plan {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
