@@ -877,12 +877,21 @@ impl Tunnel {
 
     /// The connection's status on the sending and on the receiving side of `direction`.
     fn connections(&self, direction: AppDirection) -> (Option<Value>, Option<Value>) {
-        let conn = |p: &Path| status(p).map(|s| s["connections"][0].clone());
-        let (gw, cl) = (conn(&self.gateway_control), conn(&self.client_control));
-        match direction {
-            AppDirection::Down => (gw, cl),
-            AppDirection::Up => (cl, gw),
-        }
+        (
+            self.connection(direction, true),
+            self.connection(direction, false),
+        )
+    }
+
+    /// The status of the application's sending (`sender`) or receiving end's connection.
+    fn connection(&self, direction: AppDirection, sender: bool) -> Option<Value> {
+        let gateway_sends = direction == AppDirection::Down;
+        let control = if gateway_sends == sender {
+            &self.gateway_control
+        } else {
+            &self.client_control
+        };
+        status(control).map(|s| s["connections"][0].clone())
     }
 }
 
@@ -1849,17 +1858,16 @@ fn run_once(
         // Through the tunnel, what each link carried is the receiver's stream bytes per
         // address (the simulator's measure); the emulator's counts would add the tunnel's and
         // the inner packets' headers. The sender's counters every 250 ms.
-        let link_rx = if let Ends::Tunnel(_) = ends {
-            let (snd, rcv) = ends.connections(s.app.direction);
+        let link_rx = if let Ends::Tunnel(t) = &ends {
             if tick % 5 == 0
-                && let Some(c) = snd
+                && let Some(c) = t.connection(s.app.direction, true)
             {
                 counters = (
                     c["reinjected_packets"].as_u64().unwrap_or(counters.0),
                     c["data_packets_sent"].as_u64().unwrap_or(counters.1),
                 );
             }
-            match rcv {
+            match t.connection(s.app.direction, false) {
                 Some(c) => stream_bytes_per_link(&c, s.app.direction, n),
                 // A status not read this time: the last one's counts.
                 None => samples
