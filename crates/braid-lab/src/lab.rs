@@ -1467,10 +1467,17 @@ fn keep_run(
     dir: &Path,
     ends: &Ends,
     emu_links: &[(String, crate::emu::LinkCounters)],
+    receiver_at_end: Option<&Value>,
 ) -> io::Result<()> {
     let name = if v.name.is_empty() { "run" } else { &v.name };
     let to = keep.join(format!("{name}-seed{seed}"));
     std::fs::create_dir_all(&to)?;
+    if let Some(c) = receiver_at_end {
+        std::fs::write(
+            to.join("receiver-at-end.json"),
+            serde_json::to_string_pretty(c).unwrap_or_default(),
+        )?;
+    }
     for e in std::fs::read_dir(dir)?.flatten() {
         let p = e.path();
         if matches!(
@@ -1807,6 +1814,11 @@ fn run_once(
     let mut last_progress = Instant::now();
     // The sender's reinjected and DATA segments, read from its status every 250 ms.
     let (mut tick, mut counters) = (0u64, (0u64, 0u64));
+    // The receiving tunnel end's connection as last read: at the loop's end, its counts when
+    // the run ended (the simulator's run stops there; the tunnel drains its queues after).
+    let mut receiver_at_end: Option<Value> = None;
+    // The run ended with the file's last byte rather than at its duration.
+    let mut file_done = false;
     let result = loop {
         let now = emu.started().elapsed();
         if opts.interrupted.load(Ordering::Relaxed) {
@@ -1868,7 +1880,11 @@ fn run_once(
                 );
             }
             match t.connection(s.app.direction, false) {
-                Some(c) => stream_bytes_per_link(&c, s.app.direction, n),
+                Some(c) => {
+                    let rx = stream_bytes_per_link(&c, s.app.direction, n);
+                    receiver_at_end = Some(c);
+                    rx
+                }
                 // A status not read this time: the last one's counts.
                 None => samples
                     .last()
@@ -1903,6 +1919,7 @@ fn run_once(
         }
         // A file transfer is over once the receiver has it all: nothing more to measure.
         if s.app.kind == AppKind::File && receiver.is_finished() {
+            file_done = true;
             break Ok(());
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -1916,6 +1933,13 @@ fn run_once(
     abort.store(true, Ordering::Relaxed);
     let received = receiver.join();
     let (sender_conn, receiver_conn) = ends.connections(s.app.direction);
+    // Once a file is in, nothing more comes that the simulator would not count: the final
+    // read. A run that ended at its duration: the last read before it.
+    let receiver_conn = if file_done {
+        receiver_conn
+    } else {
+        receiver_at_end.or(receiver_conn)
+    };
     if let Some(st) = ends.pm_control().and_then(status) {
         decisions.read(&st, emu.started());
     }
@@ -1933,7 +1957,15 @@ fn run_once(
     // Stopping publishes the emulator's final counts.
     emu.stop()?;
     if let Some(keep) = &opts.keep {
-        keep_run(keep, v, seed, &dir, &ends, &emu_links)?;
+        keep_run(
+            keep,
+            v,
+            seed,
+            &dir,
+            &ends,
+            &emu_links,
+            receiver_conn.as_ref(),
+        )?;
     }
     result?;
     sent_result
@@ -1948,10 +1980,13 @@ fn run_once(
             v.name, got.missing
         );
     }
-    let link_bytes: Vec<u64> = match (&ends, &receiver_conn) {
-        (Ends::Tunnel(_), Some(c)) => stream_bytes_per_link(c, s.app.direction, n),
-        (Ends::Tunnel(_), None) => samples.last().map_or(vec![0; n], |p| p.link_rx.clone()),
-        // The kernel's per-subflow counts are not exposed: IP bytes the link carried.
+    // What each link had carried when the run ended, as the simulator counts it (its run
+    // stops there): the last sample's counts, not what the queues drained after. Through the
+    // tunnel the receiver's stream bytes; the kernel's per-subflow counts are not exposed, so
+    // on the kernel endpoints the IP bytes the link carried.
+    let link_bytes: Vec<u64> = match (&ends, &receiver_conn, samples.last()) {
+        (Ends::Tunnel(_), Some(c), _) => stream_bytes_per_link(c, s.app.direction, n),
+        (_, _, Some(p)) if !file_done => p.link_rx.clone(),
         _ => emu_links.iter().map(|(_, c)| data_dir(c)).collect(),
     };
     let (link_names, link_bytes) = per_client_interface(v, link_bytes);

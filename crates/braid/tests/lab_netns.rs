@@ -474,19 +474,15 @@ direction = "{direction}"
             serde_json::from_slice(&std::fs::read(keep.join("stock-seed1").join(f)).unwrap())
                 .unwrap()
         };
-        let receiver = read(if direction == "down" {
-            "status-client.json"
-        } else {
-            "status-gateway.json"
-        });
+        // The receiving end's connection when the run ended (the kept final status is read
+        // later, after the tunnel drained its queues: up to a few hundred kB more).
+        let receiver = read("receiver-at-end.json");
         let addrs = if direction == "down" {
             "addrs"
         } else {
             "peer_addrs"
         };
-        let stream = receiver["connections"][0][addrs][0]["data_bytes_received"]
-            .as_f64()
-            .unwrap();
+        let stream = receiver[addrs][0]["data_bytes_received"].as_f64().unwrap();
         let ip: f64 = read("emulator.json")
             .as_array()
             .unwrap()
