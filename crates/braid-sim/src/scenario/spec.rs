@@ -354,6 +354,33 @@ pub enum AppKind {
     File,
 }
 
+/// An application's `rate`: a number of messages a second. A bit rate written there (`"4Mbit"`)
+/// is refused with the key it belongs in.
+fn messages_per_second<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    struct Visit;
+    impl serde::de::Visitor<'_> for Visit {
+        type Value = f64;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a number of messages a second")
+        }
+        fn visit_f64<E>(self, v: f64) -> Result<f64, E> {
+            Ok(v)
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<f64, E> {
+            Ok(v as f64)
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<f64, E> {
+            Ok(v as f64)
+        }
+        fn visit_str<E: serde::de::Error>(self, t: &str) -> Result<f64, E> {
+            Err(E::custom(format!(
+                "{t:?} is not a number of messages a second; a bit rate goes in `bitrate` (bitrate = {t:?})"
+            )))
+        }
+    }
+    d.deserialize_any(Visit).map(Some)
+}
+
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum AppDirection {
@@ -371,7 +398,7 @@ pub struct AppSpec {
     #[serde(default)]
     pub direction: AppDirection,
     /// CBR packets per second.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "messages_per_second")]
     pub rate: Option<f64>,
     /// CBR bit rate (alternative to `rate`).
     #[serde(default)]

@@ -116,6 +116,14 @@ fn wrong_types_and_impossible_values_are_explained() {
     assert!(e.contains("hedroom"), "{e}");
     let e = err(BASE, &["app.kind=\"cbr\""]);
     assert!(e.contains("app.rate"), "{e}");
+    // A bit rate in `rate` (messages a second) names the key it belongs in.
+    let e = err(BASE, &["app.kind=\"cbr\"", "app.rate=\"1Mbit\""]);
+    assert!(
+        e.contains("key `app.rate`") && e.contains("`bitrate`") && !e.contains('\n'),
+        "{e}"
+    );
+    let e = err(BASE, &["app.kind=\"cbr\"", "app.rate=true"]);
+    assert!(e.contains("key `app.rate`"), "{e}");
     // A bitrate whose messages would come closer than the clock's tick (it once spun at one
     // instant).
     for bitrate in ["\"20Gbit\"", "1099511627776"] {
