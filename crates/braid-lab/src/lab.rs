@@ -157,6 +157,8 @@ pub struct Options {
     /// Keep each run's daemon configurations, logs and final status here
     /// (`<variant>-seed<seed>/`), for evidence when a figure differs from the simulator's.
     pub keep: Option<PathBuf>,
+    /// Keep each run's record (for per-run CSV: the simulator's `--out` tables).
+    pub records: bool,
 }
 
 /// What a run reports while it goes.
@@ -490,7 +492,7 @@ pub fn run(
             runs.push(RunResult {
                 seed,
                 metrics: m,
-                record: None,
+                record: opts.records.then_some(record),
                 events: 0,
                 wall: t0.elapsed(),
                 captures: None,
@@ -2047,6 +2049,7 @@ fn run_once(
         sender_paths: Vec::new(),
         link_stats: Vec::new(),
         events: 0,
+        paths_unread: true,
         ..RunRecord::default()
     })
 }

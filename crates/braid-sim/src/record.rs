@@ -99,6 +99,9 @@ pub struct NetDrops {
 /// Everything a run recorded; metrics are computed from it.
 #[derive(Debug, Clone, Default)]
 pub struct RunRecord {
+    /// The samples hold no per-link window and RTT and no reorder-buffer occupancy: a run on
+    /// real stacks (`braid lab`) does not read them. The time series leaves those columns out.
+    pub paths_unread: bool,
     pub duration: Duration,
     pub app_start: Duration,
     /// In-order deliveries at the receiving application: (time µs, bytes).

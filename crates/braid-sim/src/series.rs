@@ -82,12 +82,17 @@ pub fn tables(rec: &RunRecord) -> Vec<Table> {
 
 pub fn timeseries(rec: &RunRecord) -> Table {
     let mut cols = vec![("t_s".to_string(), 3), ("throughput_mbps".to_string(), 3)];
+    let paths = !rec.paths_unread;
     for n in &rec.link_names {
         cols.push((format!("{n}_rx_mbps"), 3));
-        cols.push((format!("{n}_cwnd_kb"), 1));
-        cols.push((format!("{n}_srtt_ms"), 2));
+        if paths {
+            cols.push((format!("{n}_cwnd_kb"), 1));
+            cols.push((format!("{n}_srtt_ms"), 2));
+        }
     }
-    cols.push(("ofo_kb".into(), 1));
+    if paths {
+        cols.push(("ofo_kb".into(), 1));
+    }
     cols.push(("reinjected".into(), 0));
     cols.push(("data_packets".into(), 0));
     let mut t = Table::new("timeseries", &cols, rec.samples.len());
@@ -99,11 +104,15 @@ pub fn timeseries(rec: &RunRecord) -> Table {
             (b.delivered - a.delivered) as f64 * 8.0 / dt / 1e6,
         ];
         for i in 0..rec.link_names.len() {
-            row.push((b.link_rx[i] - a.link_rx[i]) as f64 * 8.0 / dt / 1e6);
-            row.push(b.link_cwnd[i] as f64 / 1e3);
-            row.push(b.link_srtt_us[i] as f64 / 1e3);
+            row.push(b.link_rx[i].saturating_sub(a.link_rx[i]) as f64 * 8.0 / dt / 1e6);
+            if paths {
+                row.push(b.link_cwnd[i] as f64 / 1e3);
+                row.push(b.link_srtt_us[i] as f64 / 1e3);
+            }
         }
-        row.push(b.ofo_bytes as f64 / 1e3);
+        if paths {
+            row.push(b.ofo_bytes as f64 / 1e3);
+        }
         row.push(b.reinjected as f64);
         row.push(b.data_packets as f64);
         t.push(row);
@@ -142,4 +151,63 @@ pub fn cbr(rec: &RunRecord) -> Table {
         t.push(row);
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Sample;
+    use std::time::Duration;
+
+    fn record(paths_unread: bool) -> RunRecord {
+        let sample = |ms: u64, rx: u64| Sample {
+            t: Duration::from_millis(ms),
+            delivered: rx,
+            link_rx: vec![rx],
+            link_cwnd: vec![14_480],
+            link_srtt_us: vec![20_000],
+            ..Sample::default()
+        };
+        RunRecord {
+            paths_unread,
+            link_names: vec!["lte".into()],
+            samples: vec![sample(0, 0), sample(100, 125_000)],
+            ..RunRecord::default()
+        }
+    }
+
+    fn header(t: &Table) -> String {
+        let mut out = Vec::new();
+        t.write_csv(&mut out).unwrap();
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .to_string()
+    }
+
+    /// A run on real stacks reads no per-link window, RTT or reorder buffer: its time series
+    /// leaves those columns out instead of filling them with zeros.
+    #[test]
+    fn a_record_without_path_state_has_no_window_rtt_or_reorder_columns() {
+        assert_eq!(
+            header(&timeseries(&record(false))),
+            "t_s,throughput_mbps,lte_rx_mbps,lte_cwnd_kb,lte_srtt_ms,ofo_kb,reinjected,data_packets"
+        );
+        let lab = timeseries(&record(true));
+        assert_eq!(
+            header(&lab),
+            "t_s,throughput_mbps,lte_rx_mbps,reinjected,data_packets"
+        );
+        let mut out = Vec::new();
+        lab.write_csv(&mut out).unwrap();
+        let row = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .nth(1)
+            .unwrap()
+            .to_string();
+        assert_eq!(row, "0.100,10.000,10.000,0,0");
+    }
 }

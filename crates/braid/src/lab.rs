@@ -58,6 +58,10 @@ pub struct LabArgs {
     /// emulator's counters in this directory (one subdirectory per run).
     #[arg(long, value_name = "DIR")]
     keep: Option<PathBuf>,
+    /// Write per-run CSV (time series, deliveries, CBR messages) and metrics to this
+    /// directory, as `braid sim --out` does.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// No progress output.
     #[arg(long, short)]
     quiet: bool,
@@ -107,6 +111,7 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
         },
         iperf3: a.iperf3,
         keep: a.keep.clone(),
+        records: a.out.is_some(),
     };
     let quiet = a.quiet;
     if !quiet {
@@ -146,6 +151,13 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
         eprintln!();
     }
     let result = result.map_err(anyhow::Error::msg)?;
+    if let Some(dir) = &a.out {
+        report::write_runs(&result, dir)
+            .with_context(|| format!("cannot write results to {}", dir.display()))?;
+        if !quiet {
+            eprintln!("braid lab: per-run CSV in {}", dir.display());
+        }
+    }
     if let Some(dir) = &a.report {
         let figs = plot::write_report(&result, dir)
             .with_context(|| format!("cannot write the report to {}", dir.display()))?;

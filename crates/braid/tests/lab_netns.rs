@@ -461,8 +461,36 @@ direction = "{direction}"
             "stock",
         );
         let keep = dir.join(format!("keep-{client_end}-{direction}"));
-        let lab_out = braid(&[&["lab", "--keep", keep.to_str().unwrap()][..], &run].concat());
+        let out = dir.join(format!("out-{client_end}-{direction}"));
+        let lab_out = braid(
+            &[
+                &[
+                    "lab",
+                    "--keep",
+                    keep.to_str().unwrap(),
+                    "--out",
+                    out.to_str().unwrap(),
+                ][..],
+                &run,
+            ]
+            .concat(),
+        );
         let lab = get(&medians(&lab_out, "throughput_mbps"), "stock");
+        // `--out` writes the simulator's per-run tables; the time series has the link's rate
+        // by the client's interface and no window, RTT or reorder-buffer column (not read).
+        let series = std::fs::read_to_string(out.join("stock/seed1/timeseries.csv"))
+            .expect("--out's time series");
+        let mut lines = series.lines();
+        assert_eq!(
+            lines.next(),
+            Some("t_s,throughput_mbps,e0_rx_mbps,reinjected,data_packets"),
+            "client at {client_end}, {direction}: --out's time series header"
+        );
+        assert!(
+            lines.count() > 100,
+            "client at {client_end}, {direction}: a sample every 50 ms for 8 s"
+        );
+        assert!(out.join("stock/seed1/deliveries.csv").exists());
         // The link's figures are stream bytes, as the simulator's: the receiving tunnel end's
         // count, the inner packets the tunnel's stream carries. On the one link that is what
         // the application got, plus the inner packets' TCP/IP headers (3–4 %) and the inner
