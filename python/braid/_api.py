@@ -440,8 +440,10 @@ class Result:
             if pd.api.types.is_numeric_dtype(per_variant):
                 front[k] = per_variant.to_numpy()[codes]
             else:
-                cats = [x for x in dict.fromkeys(per_variant) if x is not None]
-                vcodes = np.array([cats.index(x) if x is not None else -1 for x in per_variant])
+                # A setting only some variants have is missing (None, or NaN once pandas
+                # holds the column as strings) in the others: no category, code -1.
+                cats = [x for x in dict.fromkeys(per_variant) if not pd.isna(x)]
+                vcodes = np.array([-1 if pd.isna(x) else cats.index(x) for x in per_variant])
                 front[k] = pd.Categorical.from_codes(vcodes[codes], categories=cats)
         return pd.concat([pd.DataFrame(front), df], axis=1)
 
@@ -460,3 +462,10 @@ class Result:
         """Every CBR message delivered: sent_s, delay_ms and, in the two-node form, bound_ms
         (a lower bound on that delay from the links alone); empty without a CBR application."""
         return self._series("cbr")
+
+    @cached_property
+    def decisions(self):
+        """Every decision of the client's path manager: t_s, link (index in the time series'
+        link order), demote (1: backup or removed; 0: active or created), flip (1: a backup-flag
+        change); empty when it took none."""
+        return self._series("decisions")

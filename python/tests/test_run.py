@@ -203,3 +203,27 @@ def test_the_example_reproduces_a_table_and_a_figure(tmp_path):
     rows = [line for line in out.stdout.splitlines() if line.startswith("| ")]
     assert [r.split(" | ")[0][2:] for r in rows[1:]] == ["stock", "pto", "rej1", "rej2", "rej4"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+
+
+def test_path_manager_decisions_equal_the_cli_csv(braid_bin, tmp_path):
+    # E7's cross-layer path manager, shortened to its first loss of coverage: every decision
+    # it took, as `--out`'s decisions.csv has them.
+    e7 = ROOT / "scenarios" / "e7-v2i-aggregation.toml"
+    short = ["duration=22s"]
+    out = tmp_path / "out"
+    subprocess.run(
+        [str(braid_bin), "sim", str(e7), "--set", short[0], "--variant", "cross", "--reps", "1", "-q", "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    s = braid.Scenario.load(str(e7.relative_to(ROOT)), set=short)
+    r = s.run(reps=1, series=True, progress=False)
+    lines = (out / "cross" / "seed1" / "decisions.csv").read_text().splitlines()
+    assert lines[0] == "t_s,link,demote,flip"
+    d = r.decisions
+    ours = d[d["variant"] == "cross"][lines[0].split(",")]
+    # A created subflow and at least one demotion before the loss.
+    assert len(ours) == len(lines) - 1 >= 2
+    assert (ours["demote"] == 1).any()
+    for row, line in zip(ours.itertuples(index=False), lines[1:]):
+        assert f"{row.t_s:.6f},{row.link},{row.demote},{row.flip}" == line

@@ -8,7 +8,10 @@
 //!   `reinjected` and `data_packets` (the sender's cumulative counters);
 //! - `deliveries`: every in-order delivery to the application: `t_s`, `bytes`;
 //! - `cbr`: every CBR message: `sent_s` (generated), `delay_ms` (one-way, application to
-//!   application); absent for other applications.
+//!   application); absent for other applications;
+//! - `decisions`: every decision of the client's path manager: `t_s`, `link` (its index in
+//!   the time series' link order, from 0), `demote` (1: made backup or removed; 0: made active
+//!   or created), `flip` (1: a backup-flag change); absent when it took none.
 
 use std::io::{self, Write};
 
@@ -76,6 +79,28 @@ pub fn tables(rec: &RunRecord) -> Vec<Table> {
     let mut t = vec![timeseries(rec), deliveries(rec)];
     if !rec.cbr.is_empty() {
         t.push(cbr(rec));
+    }
+    if !rec.decisions.is_empty() {
+        t.push(decisions(rec));
+    }
+    t
+}
+
+pub fn decisions(rec: &RunRecord) -> Table {
+    let cols = [
+        ("t_s".to_string(), 6),
+        ("link".to_string(), 0),
+        ("demote".to_string(), 0),
+        ("flip".to_string(), 0),
+    ];
+    let mut t = Table::new("decisions", &cols, rec.decisions.len());
+    for d in &rec.decisions {
+        t.push([
+            d.t.as_secs_f64(),
+            d.link as f64,
+            f64::from(u8::from(d.demote)),
+            f64::from(u8::from(d.flip)),
+        ]);
     }
     t
 }
@@ -209,5 +234,29 @@ mod tests {
             .unwrap()
             .to_string();
         assert_eq!(row, "0.100,10.000,10.000,0,0");
+    }
+
+    /// The path manager's decisions are a table of their own, only when there are some.
+    #[test]
+    fn decisions_are_a_table_when_the_path_manager_took_some() {
+        let mut rec = record(false);
+        assert!(tables(&rec).iter().all(|t| t.name != "decisions"));
+        rec.decisions.push(crate::record::PmDecision {
+            t: Duration::from_millis(4_250),
+            link: 1,
+            demote: true,
+            flip: true,
+        });
+        let all = tables(&rec);
+        let t = all
+            .iter()
+            .find(|t| t.name == "decisions")
+            .expect("decisions");
+        let mut out = Vec::new();
+        t.write_csv(&mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "t_s,link,demote,flip\n4.250000,1,1,1\n"
+        );
     }
 }
