@@ -172,8 +172,9 @@ pub enum Command {
     /// Send again over the other subflows what is in flight on this one, both ways (the
     /// capacity-aware modes, when they demote a fading link: what it carried when it was
     /// demoted is not left to its retransmission timer). braid's own connections do it
-    /// (`braid_core::Connection::reinject_path`); kernel MPTCP cannot, and `braid pm` skips the
-    /// command.
+    /// (`braid_core::Connection::reinject_path`); on kernel MPTCP `braid pm` closes the subflow
+    /// at both ends, after which the kernel re-sends over the others all that is not DATA_ACKed,
+    /// and the interface gets a new subflow when it is good again.
     Reinject {
         conn: ConnId,
         subflow: SubflowId,

@@ -1,5 +1,8 @@
 //! The `braid` command.
 
+// `braid pm status`'s JSON (one `json!` of some sixty keys) needs more than the default 128.
+#![recursion_limit = "256"]
+
 mod lab;
 mod pm;
 mod route;

@@ -71,6 +71,8 @@ pub struct KernelSubflow {
     pub remote: SocketAddr,
     pub ifindex: Option<u32>,
     pub backup: bool,
+    /// The local address id the kernel gave the subflow (0: the connection's initial one).
+    pub local_id: u8,
 }
 
 #[derive(Debug, Clone)]
@@ -94,7 +96,9 @@ pub struct Bridge {
     pub stale_commands: u64,
     /// `SetDuplicate` commands skipped (see [`Bridge::unsupported`]).
     pub duplicates_skipped: u64,
-    /// `Reinject` commands skipped (see [`Bridge::unsupported`]).
+    /// `Reinject` commands done as an address removal (see [`Bridge::reinject`]).
+    pub reinjects: u64,
+    /// `Reinject` commands skipped (see [`Bridge::reinject`]).
     pub reinjects_skipped: u64,
     /// `SetWatch` commands skipped (see [`Bridge::unsupported`]).
     pub watches_skipped: u64,
@@ -382,6 +386,7 @@ impl Bridge {
                     remote: c.remote,
                     ifindex,
                     backup: false,
+                    local_id: 0,
                 });
                 out.push(Event::ConnectionEstablished {
                     conn: ConnId(c.token.0.into()),
@@ -442,6 +447,7 @@ impl Bridge {
                     remote: s.remote,
                     ifindex,
                     backup,
+                    local_id: s.local_id,
                 });
                 out.push(Event::SubflowEstablished {
                     conn: ConnId(s.token.0.into()),
@@ -520,18 +526,75 @@ impl Bridge {
     /// Whether the kernel cannot do what the command asks; such a command is counted and
     /// skipped. Kernel MPTCP has only its own scheduler and no way to have a subflow carry a
     /// copy of the stream: the `…-dup` modes' `SetDuplicate` is skipped, so on the kernel they
-    /// act as their capacity-aware counterparts (`cross-cap`, `cross-backup-cap`). Nor can it
-    /// be told to resend at once what a subflow has in flight: the capacity-aware modes'
-    /// `Reinject` is skipped (the kernel's own retransmission recovers it), and so is their
-    /// `SetWatch` (the kernel has no per-subflow stall timer; its RTO recovers a silent drop).
+    /// act as their capacity-aware counterparts (`cross-cap`, `cross-backup-cap`). Nor has it a
+    /// per-subflow stall timer: their `SetWatch` is skipped too (its RTO recovers a silent
+    /// drop). `Reinject` is [`Bridge::reinject`]'s.
     pub fn unsupported(&mut self, c: &Command) -> bool {
         match c {
             Command::SetDuplicate { .. } => self.duplicates_skipped += 1,
-            Command::Reinject { .. } => self.reinjects_skipped += 1,
             Command::SetWatch { .. } => self.watches_skipped += 1,
             _ => return false,
         }
         true
+    }
+
+    /// `Reinject` (the capacity-aware modes demoting a fading link: send what its subflow has
+    /// in flight over the others at once), as the kernel can do it: by closing the subflow at
+    /// both ends, since a subflow close is what makes kernel MPTCP send again on its other
+    /// subflows every byte not yet DATA_ACKed (`__mptcp_close_ssk()` →
+    /// `__mptcp_retransmit_pending_data()`, net/mptcp/protocol.c). Two requests:
+    ///
+    /// 1. REMOVE of the subflow's local address id: the kernel sends RM_ADDR on the
+    ///    connection's first working subflow, not the fading one, and the peer closes its
+    ///    subflows from that address and re-sends its pending data (a download's sender is the
+    ///    peer). Skipped when another subflow of the connection shares the address: RM_ADDR
+    ///    would close it too.
+    /// 2. SUBFLOW_DESTROY of the subflow: this end re-sends its own (an upload's).
+    ///
+    /// The policy then sees the subflow closed, and creates a new one when the link is good
+    /// again. The kernel re-sends more than the subflow had in flight (all that is not
+    /// DATA_ACKed, on every subflow: duplicates the receiver drops); the policy asks only when
+    /// the other links have been seen carrying the demand. Skipped and counted
+    /// (`reinjects_skipped`): `enabled` off (`kernel.reinject`), the connection's initial
+    /// subflow (its address id 0 cannot be removed alone), the server side, or no other subflow
+    /// to carry the data.
+    pub fn reinject(&mut self, c: &Command, enabled: bool) -> Option<Vec<KernelOp>> {
+        let Command::Reinject { subflow, .. } = c else {
+            return None;
+        };
+        let ops = self
+            .subflows
+            .get(subflow)
+            .filter(|_| enabled)
+            .and_then(|s| {
+                let client = self.conns.get(&s.token.0).is_some_and(|c| !c.server_side);
+                let others = self
+                    .subflows
+                    .iter()
+                    .filter(|(id, o)| *id != subflow && o.token == s.token);
+                let mut others_here = others.clone().filter(|(_, o)| o.local.ip() == s.local.ip());
+                if !client || s.local_id == 0 || others.count() == 0 {
+                    return None;
+                }
+                let mut ops = Vec::new();
+                if others_here.next().is_none() {
+                    ops.push(KernelOp::Remove {
+                        token: s.token,
+                        id: s.local_id,
+                    });
+                }
+                ops.push(KernelOp::SubflowDestroy {
+                    token: s.token,
+                    local: s.local,
+                    remote: s.remote,
+                });
+                Some(ops)
+            });
+        match &ops {
+            Some(_) => self.reinjects += 1,
+            None => self.reinjects_skipped += 1,
+        }
+        ops
     }
 
     /// A path-manager command, as a kernel request (`None`: it names something gone, or the
@@ -931,6 +994,84 @@ mod tests {
 
     /// The `…-dup` modes on the kernel: the copies they ask for cannot be made; the command is
     /// skipped and counted, the rest of the policy (cross-cap's) reaches the kernel.
+    /// A demoted subflow's data in flight, sent again over the others: RM_ADDR of its address
+    /// (the peer closes its end and re-sends, over another subflow), then its destruction (this
+    /// end re-sends). Not for the initial subflow, nor when switched off, nor without another
+    /// subflow; an address another subflow still uses is not removed.
+    #[test]
+    fn a_reinject_closes_the_subflow_at_both_ends() {
+        let mut b = Bridge::new(Vec::new());
+        b.on_kernel(&PmEvent::Created(conn_info(7)));
+        let evs = b.on_kernel(&PmEvent::Established(conn_info(7)));
+        let Some(Event::ConnectionEstablished {
+            subflow: Some(initial),
+            ..
+        }) = evs.first()
+        else {
+            panic!("{evs:?}")
+        };
+        let reinject = |subflow| Command::Reinject {
+            conn: ConnId(7),
+            subflow,
+        };
+        assert_eq!(b.reinject(&reinject(*initial), true), None, "no other");
+        let joined = |b: &mut Bridge, local: &str, id: u8| {
+            let mut s = sub(7, local, "10.0.1.2:5201", false);
+            s.local_id = id;
+            match b.on_kernel(&PmEvent::SubEstablished(s))[..] {
+                [Event::SubflowEstablished { subflow, .. }] => subflow,
+                ref e => panic!("{e:?}"),
+            }
+        };
+        let second = joined(&mut b, "10.0.2.1:41000", 2);
+        assert_eq!(
+            b.reinject(&reinject(second), true),
+            Some(vec![
+                KernelOp::Remove {
+                    token: Token(7),
+                    id: 2
+                },
+                KernelOp::SubflowDestroy {
+                    token: Token(7),
+                    local: sa("10.0.2.1:41000"),
+                    remote: sa("10.0.1.2:5201"),
+                },
+            ])
+        );
+        assert_eq!(b.reinject(&reinject(*initial), true), None, "address id 0");
+        assert_eq!(b.reinject(&reinject(second), false), None, "switched off");
+        let third = joined(&mut b, "10.0.2.1:41001", 2);
+        assert_eq!(
+            b.reinject(&reinject(third), true),
+            Some(vec![KernelOp::SubflowDestroy {
+                token: Token(7),
+                local: sa("10.0.2.1:41001"),
+                remote: sa("10.0.1.2:5201"),
+            }]),
+            "the address is still used"
+        );
+        assert_eq!((b.reinjects, b.reinjects_skipped), (2, 3));
+        b.on_kernel(&PmEvent::Created(ConnInfo {
+            server_side: true,
+            ..conn_info(8)
+        }));
+        b.on_kernel(&PmEvent::Established(ConnInfo {
+            server_side: true,
+            ..conn_info(8)
+        }));
+        let mut s = sub(8, "10.0.2.1:41000", "10.0.1.2:5201", false);
+        s.local_id = 2;
+        let server = match b.on_kernel(&PmEvent::SubEstablished(s))[..] {
+            [Event::SubflowEstablished { subflow, .. }] => subflow,
+            ref e => panic!("{e:?}"),
+        };
+        let c = Command::Reinject {
+            conn: ConnId(8),
+            subflow: server,
+        };
+        assert_eq!(b.reinject(&c, true), None, "server side");
+    }
+
     #[test]
     fn duplicate_requests_are_skipped_and_counted() {
         let mut b = Bridge::new(Vec::new());
@@ -953,9 +1094,10 @@ mod tests {
             conn: ConnId(1),
             subflow: SubflowId(3),
         };
-        assert!(b.unsupported(&reinject));
+        assert!(!b.unsupported(&reinject));
         assert_eq!(b.to_kernel(&reinject), None);
-        assert_eq!(b.reinjects_skipped, 1);
+        assert_eq!(b.reinject(&reinject, true), None, "no such subflow");
+        assert_eq!((b.reinjects, b.reinjects_skipped), (0, 1));
         let watch = Command::SetWatch {
             conn: ConnId(1),
             subflow: SubflowId(3),

@@ -25,6 +25,8 @@
 //!                             # replies may come back over another interface: `braid route`)
 //! resend_prio = true          # send a subflow's MP_PRIO again while the peer acts as if it
 //!                             # missed it (it crossed the fading link; see `prio.rs`)
+//! reinject = true             # capacity-aware modes: close a demoted fading link's subflow at
+//!                             # both ends, so both ends re-send its data over the others at once
 //!
 //! [hmm]                       # optional: seed 004 prediction
 //! interval_ms = 1000
@@ -123,6 +125,8 @@ struct KernelFile {
     bind_to_device: bool,
     #[serde(default = "yes")]
     resend_prio: bool,
+    #[serde(default = "yes")]
+    reinject: bool,
 }
 
 impl Default for KernelFile {
@@ -133,6 +137,7 @@ impl Default for KernelFile {
             drain_check_ms: None,
             bind_to_device: true,
             resend_prio: true,
+            reinject: true,
         }
     }
 }
@@ -177,6 +182,10 @@ pub struct PmSettings {
     /// not hear it: flagged backup and still receiving, or made active and receiving nothing
     /// while the connection's other subflows receive. See `prio.rs`.
     pub resend_prio: bool,
+    /// The capacity-aware modes' requests to send a demoted fading link's data in flight over
+    /// the others are done by closing its subflow at both ends (off: skipped and counted). See
+    /// `Bridge::reinject`.
+    pub reinject: bool,
 }
 
 /// Default of `kernel.drain_max_unacked`: re-sending 32 KB costs 13 ms at 20 Mbit/s.
@@ -194,6 +203,7 @@ impl Default for PmSettings {
             drain_check: Duration::from_millis(20),
             bind_to_device: true,
             resend_prio: true,
+            reinject: true,
         }
     }
 }
@@ -311,6 +321,7 @@ pub fn parse(text: &str, base: &Path) -> Result<PmSettings, String> {
         drain_check,
         bind_to_device: f.kernel.bind_to_device,
         resend_prio: f.kernel.resend_prio,
+        reinject: f.kernel.reinject,
         managed: policy.ifaces.iter().map(|i| i.name.clone()).collect(),
         policy,
         control: f.control.unwrap_or_else(|| PathBuf::from(DEFAULT_CONTROL)),
@@ -338,6 +349,8 @@ mod tests {
     fn mp_prio_is_resent_unless_told() {
         assert!(p("mode = \"fullmesh\"").unwrap().resend_prio);
         assert!(!p("[kernel]\nresend_prio = false").unwrap().resend_prio);
+        assert!(p("mode = \"fullmesh\"").unwrap().reinject);
+        assert!(!p("[kernel]\nreinject = false").unwrap().reinject);
     }
 
     #[test]

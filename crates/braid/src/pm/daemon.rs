@@ -377,17 +377,21 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                 drain_at = Some(tokio::time::Instant::now());
                 continue;
             }
-            if bridge.unsupported(&c) {
-                if matches!(c, Command::Reinject { .. }) {
-                    if bridge.reinjects_skipped == 1 {
-                        tracing::info!(
-                            "mode {}: the kernel cannot be told to resend what a demoted subflow \
-                             has in flight; such requests are skipped (status: reinjects_skipped)",
-                            mode_name(pm.config().mode)
-                        );
-                    }
-                    continue;
+            // What a demoted subflow has in flight, sent again over the others: the subflow
+            // is closed at both ends (see `Bridge::reinject`).
+            if matches!(c, Command::Reinject { .. }) {
+                match bridge.reinject(&c, settings.reinject) {
+                    Some(r) => ops.extend(r),
+                    None if bridge.reinjects_skipped == 1 => tracing::info!(
+                        "a request to resend what a demoted subflow has in flight was skipped: \
+                         `kernel.reinject` off, its connection's initial subflow, a server-side \
+                         connection, or no other subflow (status: reinjects_skipped)"
+                    ),
+                    None => {}
                 }
+                continue;
+            }
+            if bridge.unsupported(&c) {
                 if matches!(c, Command::SetWatch { .. }) {
                     if bridge.watches_skipped == 1 {
                         tracing::info!(
@@ -622,6 +626,7 @@ fn status_json(
             "subflows_refused": counters.refused.count,
             "stale_commands": bridge.stale_commands,
             "duplicates_skipped": bridge.duplicates_skipped,
+            "reinjects": bridge.reinjects,
             "reinjects_skipped": bridge.reinjects_skipped,
             "watches_skipped": bridge.watches_skipped,
             "drain_parked": drain.stats.parked,
