@@ -351,7 +351,11 @@ name = "c2"
         st["demand_bps"].as_f64().unwrap_or(0.0),
         c2["carried_bps"].as_f64().unwrap_or(0.0),
     );
-    eprintln!("demand {demand:.0} bit/s, c2 carried {carried:.0} bit/s alone");
+    eprintln!(
+        "demand {demand:.0} bit/s, c2 carried {carried:.0} bit/s alone; subflows closed for a \
+         resend: {}; decisions: {}",
+        st["stats"]["reinjects"], st["decisions"]
+    );
     assert!(
         (3.0e6..6.0e6).contains(&demand),
         "demand {demand} (the stream is 4 Mbit/s)"
@@ -1127,14 +1131,15 @@ fn e7_in_the_lab_radio_model_replayed_on_the_kernel() {
 
 /// E7 through `braid lab` where the signal flips near the threshold (`e7-v2i-aggregation.toml`
 /// at 72 km/h, LTE 10 Mbit/s, CBR 3 Mbit/s, 20 s): 802.11p's smoothed signal rises above
-/// T + h at about 10 s and falls below T 0.6 s later, so both modes promote it and demote it
-/// again, and the messages the server had just sent on it meet the radio model's losses.
-/// `cross` leaves them to the subflow's own retransmissions (backed off: 0.3–1.2 s);
+/// T + h at about 10 s and falls below T 0.6 s later, so it is promoted and demoted again,
+/// and the messages the server had just sent on it may meet the radio model's losses.
 /// `cross-cap` closes the demoted subflow at both ends (RM_ADDR over LTE, then
 /// SUBFLOW_DESTROY: `Bridge::reinject`), so the server re-sends them over LTE at once, as the
 /// simulator's `cross-cap` resends what the demoted path had in flight. Asserted: `cross-cap`'s
-/// p99 around the coverage loss ≤ 100 ms and ≥ 5× below `cross`'s in the same test, and its
-/// status counts the subflow closes it made for that.
+/// p99 around the coverage loss ≤ 100 ms, and its status counts the subflow closes. (`cross`,
+/// which leaves those messages to the subflow's own backed-off retransmissions, is not run
+/// here: whether the losses meet its messages depends on the kernel's timing, 26.5–1191 ms
+/// over nine runs, see the README.)
 #[test]
 fn e7_in_the_lab_a_flip_near_the_threshold_cross_cap_resends_over_lte() {
     let Some(_alone) = timing_test() else {
@@ -1147,39 +1152,25 @@ fn e7_in_the_lab_a_flip_near_the_threshold_cross_cap_resends_over_lte() {
         "link.0.rate=\"10Mbit\"",
         "app.bitrate=\"3Mbit\"",
     ];
-    let p99 = |mode: &str| -> (Vec<f64>, String) {
-        let (v, err) = lab.run("pm", mode, &set);
-        let windows = v["variants"][0]["runs"][0]["metrics"]["delay_p99_event_ms"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|x| x.as_f64())
-            .collect();
-        (windows, err)
-    };
-    let (cross, cross_err) = p99("cross");
-    let (cap, cap_err) = p99("cross-cap");
-    let reinjects = cap_err
+    let (v, err) = lab.run("pm", "cross-cap", &set);
+    let cap: Vec<f64> = v["variants"][0]["runs"][0]["metrics"]["delay_p99_event_ms"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x.as_f64())
+        .collect();
+    let reinjects = err
         .split("status-pm.json:")
         .nth(1)
         .and_then(|s| serde_json::from_str::<serde_json::Value>(s.trim()).ok())
         .and_then(|st| st["stats"]["reinjects"].as_u64());
     eprintln!(
-        "E7 at 72 km/h in the lab, p99 around the coverage loss: braid pm cross {cross:?}, \
-         cross-cap {cap:?} (reinjects {reinjects:?})"
+        "E7 at 72 km/h in the lab, p99 around the coverage loss: braid pm cross-cap {cap:?} \
+         (subflows closed for a resend: {reinjects:?})"
     );
-    assert_eq!(
-        (cross.len(), cap.len()),
-        (1, 1),
-        "one coverage loss: {cross_err} {cap_err}"
-    );
-    assert!(
-        cap[0] <= 100.0 && cap[0] * 5.0 <= cross[0],
-        "cross-cap {:.1} ms against cross {:.1} ms: {cap_err}",
-        cap[0],
-        cross[0]
-    );
-    assert!(reinjects.is_some_and(|n| n >= 1), "{cap_err}");
+    assert_eq!(cap.len(), 1, "one coverage loss: {err}");
+    assert!(cap[0] <= 100.0, "cross-cap {:.1} ms: {err}", cap[0]);
+    assert!(reinjects.is_some_and(|n| n >= 1), "{err}");
 }
 
 /// SPEC E9 through `braid lab` (`e9-v2i-recovery.toml`, 60 s: the vehicle leaves the first

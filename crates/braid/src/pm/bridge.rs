@@ -554,11 +554,12 @@ impl Bridge {
     /// The policy then sees the subflow closed, and creates a new one when the link is good
     /// again. The kernel re-sends more than the subflow had in flight (all that is not
     /// DATA_ACKed, on every subflow: duplicates the receiver drops); the policy asks only when
-    /// the other links have been seen carrying the demand. The connection's initial subflow
-    /// goes the same way (REMOVE of id 0: the kernel sends RM_ADDR 0, and the peer closes the
-    /// subflow it opened the connection with; the connection lives on the others). Skipped and
-    /// counted (`reinjects_skipped`): `enabled` off (`kernel.reinject`), the server side, or no
-    /// other subflow to carry the data.
+    /// the other links have been seen carrying the demand. Skipped and counted
+    /// (`reinjects_skipped`): `enabled` off (`kernel.reinject`), the connection's initial
+    /// subflow, the server side, or no other subflow to carry the data. The kernel would take
+    /// the initial subflow's REMOVE too (RM_ADDR of id 0, measured), but a connection that lost
+    /// it one second in delivered its stream slower once the link came back (README, *braid pm
+    /// on the kernel when the signal flips near the threshold*): it stays a backup.
     pub fn reinject(&mut self, c: &Command, enabled: bool) -> Option<Vec<KernelOp>> {
         let Command::Reinject { subflow, .. } = c else {
             return None;
@@ -574,7 +575,7 @@ impl Bridge {
                     .iter()
                     .filter(|(id, o)| *id != subflow && o.token == s.token);
                 let mut others_here = others.clone().filter(|(_, o)| o.local.ip() == s.local.ip());
-                if !client || others.count() == 0 {
+                if !client || s.local_id == 0 || others.count() == 0 {
                     return None;
                 }
                 let mut ops = Vec::new();
@@ -997,8 +998,8 @@ mod tests {
     /// skipped and counted, the rest of the policy (cross-cap's) reaches the kernel.
     /// A demoted subflow's data in flight, sent again over the others: RM_ADDR of its address
     /// (the peer closes its end and re-sends, over another subflow), then its destruction (this
-    /// end re-sends); the initial subflow's address is id 0. Not when switched off, nor without
-    /// another subflow; an address another subflow still uses is not removed.
+    /// end re-sends). Not for the initial subflow, nor when switched off, nor without another
+    /// subflow; an address another subflow still uses is not removed.
     #[test]
     fn a_reinject_closes_the_subflow_at_both_ends() {
         let mut b = Bridge::new(Vec::new());
@@ -1039,21 +1040,7 @@ mod tests {
                 },
             ])
         );
-        assert_eq!(
-            b.reinject(&reinject(*initial), true),
-            Some(vec![
-                KernelOp::Remove {
-                    token: Token(7),
-                    id: 0
-                },
-                KernelOp::SubflowDestroy {
-                    token: Token(7),
-                    local: sa("10.0.1.1:40000"),
-                    remote: sa("10.0.1.2:5201"),
-                },
-            ]),
-            "the initial subflow: address id 0"
-        );
+        assert_eq!(b.reinject(&reinject(*initial), true), None, "address id 0");
         assert_eq!(b.reinject(&reinject(second), false), None, "switched off");
         let third = joined(&mut b, "10.0.2.1:41001", 2);
         assert_eq!(
@@ -1065,7 +1052,7 @@ mod tests {
             }]),
             "the address is still used"
         );
-        assert_eq!((b.reinjects, b.reinjects_skipped), (3, 2));
+        assert_eq!((b.reinjects, b.reinjects_skipped), (2, 3));
         b.on_kernel(&PmEvent::Created(ConnInfo {
             server_side: true,
             ..conn_info(8)

@@ -384,8 +384,8 @@ pub async fn run(settings: PmSettings) -> anyhow::Result<()> {
                     Some(r) => ops.extend(r),
                     None if bridge.reinjects_skipped == 1 => tracing::info!(
                         "a request to resend what a demoted subflow has in flight was skipped: \
-                         `kernel.reinject` off, a server-side connection, or no other subflow \
-                         (status: reinjects_skipped)"
+                         `kernel.reinject` off, its connection's initial subflow, a server-side \
+                         connection, or no other subflow (status: reinjects_skipped)"
                     ),
                     None => {}
                 }
