@@ -96,7 +96,7 @@ pub struct Bridge {
     pub stale_commands: u64,
     /// `SetDuplicate` commands skipped (see [`Bridge::unsupported`]).
     pub duplicates_skipped: u64,
-    /// `Reinject` commands done as an address removal (see [`Bridge::reinject`]).
+    /// `Reinject` commands done by closing the subflow at both ends (see [`Bridge::reinject`]).
     pub reinjects: u64,
     /// `Reinject` commands skipped (see [`Bridge::reinject`]).
     pub reinjects_skipped: u64,
@@ -570,16 +570,16 @@ impl Bridge {
             .filter(|_| enabled)
             .and_then(|s| {
                 let client = self.conns.get(&s.token.0).is_some_and(|c| !c.server_side);
-                let others = self
+                let mut others = self
                     .subflows
                     .iter()
-                    .filter(|(id, o)| *id != subflow && o.token == s.token);
-                let mut others_here = others.clone().filter(|(_, o)| o.local.ip() == s.local.ip());
-                if !client || s.local_id == 0 || others.count() == 0 {
+                    .filter(|(id, o)| *id != subflow && o.token == s.token)
+                    .peekable();
+                if !client || s.local_id == 0 || others.peek().is_none() {
                     return None;
                 }
                 let mut ops = Vec::new();
-                if others_here.next().is_none() {
+                if !others.any(|(_, o)| o.local.ip() == s.local.ip()) {
                     ops.push(KernelOp::Remove {
                         token: s.token,
                         id: s.local_id,
@@ -994,8 +994,6 @@ mod tests {
         assert_eq!(b.to_kernel(&c), None);
     }
 
-    /// The `…-dup` modes on the kernel: the copies they ask for cannot be made; the command is
-    /// skipped and counted, the rest of the policy (cross-cap's) reaches the kernel.
     /// A demoted subflow's data in flight, sent again over the others: RM_ADDR of its address
     /// (the peer closes its end and re-sends, over another subflow), then its destruction (this
     /// end re-sends). Not for the initial subflow, nor when switched off, nor without another
@@ -1074,6 +1072,8 @@ mod tests {
         assert_eq!(b.reinject(&c, true), None, "server side");
     }
 
+    /// The `…-dup` modes on the kernel: the copies they ask for cannot be made; the command is
+    /// skipped and counted, the rest of the policy (cross-cap's) reaches the kernel.
     #[test]
     fn duplicate_requests_are_skipped_and_counted() {
         let mut b = Bridge::new(Vec::new());
