@@ -73,7 +73,7 @@ impl Controller for Cubic {
         }
         let mut bytes = ack.bytes;
         if self.core.in_slow_start() {
-            bytes = self.core.slow_start(bytes);
+            bytes = self.core.slow_start(bytes, ack.stretch);
             if bytes == 0 || self.core.in_slow_start() {
                 return;
             }

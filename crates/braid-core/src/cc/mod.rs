@@ -52,6 +52,9 @@ pub struct Ack {
     /// Whether the sender used the window fully lately (RFC 7661); windows do not grow when
     /// the application, not the window, limited the sending.
     pub cwnd_limited: bool,
+    /// Slow start takes every byte of this acknowledgement, not at most two segments
+    /// ([`crate::Config::stretch_acks`]).
+    pub stretch: bool,
 }
 
 /// A per-path congestion controller.
@@ -187,10 +190,12 @@ impl RenoCore {
     }
 
     /// Slow start growth (RFC 5681 §3.1, with appropriate byte counting limited to 2 MSS per
-    /// ACK, RFC 3465). Returns the bytes left over for congestion avoidance.
-    pub fn slow_start(&mut self, bytes: u64) -> u64 {
+    /// ACK, RFC 3465, unless `stretch`: every byte, as Linux's `tcp_slow_start()`). Returns the
+    /// bytes left over for congestion avoidance.
+    pub fn slow_start(&mut self, bytes: u64, stretch: bool) -> u64 {
         let room = self.ssthresh - self.cwnd;
-        let grow = bytes.min(2 * self.mss).min(room);
+        let limit = if stretch { bytes } else { 2 * self.mss };
+        let grow = bytes.min(limit).min(room);
         self.cwnd += grow;
         bytes - grow.min(bytes)
     }

@@ -24,7 +24,7 @@ impl Controller for NewReno {
         }
         let mut bytes = ack.bytes;
         if self.core.in_slow_start() {
-            bytes = self.core.slow_start(bytes);
+            bytes = self.core.slow_start(bytes, ack.stretch);
         }
         if bytes > 0 && !self.core.in_slow_start() {
             // RFC 5681 §3.1 Eq. 3: cwnd += MSS·MSS/cwnd per ACK, here per byte acknowledged.

@@ -71,7 +71,7 @@ impl Controller for Olia {
         }
         let mut bytes = ack.bytes;
         if self.core.in_slow_start() {
-            bytes = self.core.slow_start(bytes);
+            bytes = self.core.slow_start(bytes, ack.stretch);
         }
         if bytes == 0 || self.core.in_slow_start() {
             return;

@@ -11,6 +11,7 @@ fn ack(now_ms: u64, bytes: u64, srtt_ms: u64) -> Ack {
         srtt: Duration::from_millis(srtt_ms),
         min_rtt: Duration::from_millis(srtt_ms),
         cwnd_limited: true,
+        stretch: false,
     }
 }
 
@@ -36,6 +37,23 @@ fn slow_start_doubles_per_window() {
             cc.on_ack(&ack(10, MSS, 10), &[]);
         }
         assert_eq!(cc.window(), 20 * MSS, "{}", cc.name());
+    }
+}
+
+#[test]
+fn stretch_acks_grow_slow_start_by_every_byte_only_when_asked() {
+    for mut limited in all() {
+        // One ACK for a whole window of ten segments: RFC 3465 counts two of them.
+        limited.on_ack(&ack(10, 10 * MSS, 10), &[]);
+        assert_eq!(limited.window(), 12 * MSS, "{}", limited.name());
+    }
+    for mut linux in all() {
+        let mut a = ack(10, 10 * MSS, 10);
+        a.stretch = true;
+        linux.on_ack(&a, &[]);
+        // Linux's tcp_slow_start(): the window doubles per window of data, however thinned
+        // the acknowledgements come.
+        assert_eq!(linux.window(), 20 * MSS, "{}", linux.name());
     }
 }
 

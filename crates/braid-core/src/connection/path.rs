@@ -721,6 +721,7 @@ impl Path {
                 srtt: self.rtt.srtt(),
                 min_rtt: self.rtt.min(),
                 cwnd_limited: self.cwnd_limited(mss),
+                stretch: cfg.stretch_acks,
             };
             self.cc.on_ack(&ack, coupling);
             if self.tlp_high.is_some_and(|h| self.base_seq >= h) {

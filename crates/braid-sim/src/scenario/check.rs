@@ -702,10 +702,13 @@ fn build_tunnel(
             (k(key), rest.to_string())
         })?;
     let mtu = tunnel.ptos.max_packet_len;
-    // The hosts' TCP: Linux's largest autotuned buffers (tcp_wmem, tcp_rmem).
+    // The hosts' TCP: Linux's largest autotuned buffers (tcp_wmem, tcp_rmem), and Linux's slow
+    // start, which counts every byte a stretch acknowledgement covers: the tunnel's reorder
+    // buffer hands the receiving host bursts, so its acknowledgements come thinned.
     let inner = Config {
         send_buffer: 4 << 20,
         receive_buffer: 6 << 20,
+        stretch_acks: true,
         max_datagram_size: mtu - super::INNER_HEADERS,
         congestion: congestion.factory(core.initial_window),
         max_paths: 1,
@@ -781,6 +784,7 @@ fn build_config(c: &ConnectionSpec) -> Result<Config, CheckError> {
         idle_timeout: None,
         opportunistic_retransmission: c.opportunistic_retransmission,
         linux_recovery: c.linux_recovery,
+        stretch_acks: false,
         congestion: congestion.factory(c.initial_window),
         scheduler: scheduler.factory(),
         reinjection: reinjection.shared(),
