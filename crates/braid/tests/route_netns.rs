@@ -167,7 +167,7 @@ fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
     let server = m
         .spawn(1, "iperf3-s", &["mptcpize", "run", "iperf3", "-s", "-1"])
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    netns::wait_listening(m.ns(1), 5201);
     let report = m.dir.join("iperf3.json");
     let mut client = m
         .spawn(

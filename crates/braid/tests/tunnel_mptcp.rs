@@ -160,7 +160,7 @@ name = "c2"
             .spawn()
             .expect("iperf3 (scripts/deps installs it)"),
     );
-    std::thread::sleep(Duration::from_millis(300));
+    wait_listening(&t.server, 5201);
     let (c1a, c2a) = (tx_bytes(&t.client, "c1"), tx_bytes(&t.client, "c2"));
     let (mean, median) = iperf3(&t.client, "10.200.0.1", 12);
     let (c1, c2) = (

@@ -583,8 +583,21 @@ pub fn iperf3_server(ns: &NetNs) -> Proc {
         .stderr(Stdio::null())
         .spawn()
         .expect("iperf3 (scripts/deps installs it)");
-    std::thread::sleep(Duration::from_millis(300));
-    Proc(child)
+    let proc = Proc(child);
+    // Listening, not a fixed pause: a loaded machine can take longer to start it.
+    let t0 = std::time::Instant::now();
+    while ns
+        .exec(&["ss", "-Hltn", "sport = :5201"])
+        .map_or(true, |o| o.stdout.is_empty())
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "iperf3 did not listen in {} within 10 s",
+            ns.name
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    proc
 }
 
 /// One TCP flow for `secs` seconds; the receiver's rate in Mbit/s.

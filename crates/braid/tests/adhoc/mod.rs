@@ -329,7 +329,7 @@ pub fn iperf(m: &Manet, seconds: u32, tcp: bool) -> Result<(f64, u64), String> {
             &[wrap, &["iperf3", "-s", "-1"]].concat(),
         )
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    crate::netns::wait_listening(m.ns(1), 5201);
     let report = m.dir.join("iperf3.json");
     let _ = std::fs::remove_file(&report);
     let dups0 = duplicates(m.ns(8));
