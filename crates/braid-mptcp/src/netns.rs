@@ -106,6 +106,30 @@ impl NetNs {
         Ok(out)
     }
 
+    /// Waits until something in the namespace listens on TCP `port` (a server just spawned
+    /// there), polling `ss` every 50 ms; an error after `within`. A fixed pause was not always
+    /// enough: on a loaded machine a client started before its server listened and found
+    /// nothing.
+    pub fn wait_listening(&self, port: u16, within: std::time::Duration) -> io::Result<()> {
+        let filter = format!("sport = :{port}");
+        let t0 = std::time::Instant::now();
+        loop {
+            if !self.exec(&["ss", "-Hltn", &filter])?.stdout.is_empty() {
+                return Ok(());
+            }
+            if t0.elapsed() >= within {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "nothing listens on port {port} in {} after {within:?}",
+                        self.name
+                    ),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// The index of interface `ifname` in the namespace.
     pub fn ifindex(&self, ifname: &str) -> io::Result<u32> {
         let out = self.exec(&["cat", &format!("/sys/class/net/{ifname}/ifindex")])?;

@@ -5,11 +5,20 @@ use std::path::Path;
 use braid_sim::{metrics, scenario, world};
 
 fn run(text: &str, overrides: &[&str]) -> std::collections::BTreeMap<String, Vec<f64>> {
+    run_seed(text, overrides, 1)
+}
+
+/// The first variant of `text` with `overrides`, run once with `seed`: its metrics.
+fn run_seed(
+    text: &str,
+    overrides: &[&str],
+    seed: u64,
+) -> std::collections::BTreeMap<String, Vec<f64>> {
     let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
     let plan = scenario::load_str(text, "apps.toml", &dir, &o).unwrap();
     let v = &plan.variants[0];
-    let rec = world::run(v, 1);
+    let rec = world::run(v, seed);
     metrics::compute(&rec, &v.scenario.metrics)
 }
 
@@ -187,14 +196,8 @@ warmup = "3s"
 "#;
     // Median over seeds 9–11, as `braid sim` runs this file with `--reps 3`.
     let median = |text: &str, o: &[&str]| {
-        let o: Vec<String> = o.iter().map(|s| s.to_string()).collect();
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
-        let plan = scenario::load_str(text, "four.toml", &dir, &o).unwrap();
-        let v = &plan.variants[0];
         let mut m: Vec<f64> = (9..12)
-            .map(|seed| {
-                metrics::compute(&world::run(v, seed), &v.scenario.metrics)["throughput_mbps"][0]
-            })
+            .map(|seed| run_seed(text, o, seed)["throughput_mbps"][0])
             .collect();
         m.sort_by(f64::total_cmp);
         m[1]

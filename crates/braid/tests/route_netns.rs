@@ -167,7 +167,9 @@ fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
     let server = m
         .spawn(1, "iperf3-s", &["mptcpize", "run", "iperf3", "-s", "-1"])
         .unwrap();
-    netns::wait_listening(m.ns(1), 5201);
+    m.ns(1)
+        .wait_listening(5201, Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("{e}"));
     let report = m.dir.join("iperf3.json");
     let mut client = m
         .spawn(

@@ -160,7 +160,9 @@ name = "c2"
             .spawn()
             .expect("iperf3 (scripts/deps installs it)"),
     );
-    wait_listening(&t.server, 5201);
+    t.server
+        .wait_listening(5201, Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("{e}"));
     let (c1a, c2a) = (tx_bytes(&t.client, "c1"), tx_bytes(&t.client, "c2"));
     let (mean, median) = iperf3(&t.client, "10.200.0.1", 12);
     let (c1, c2) = (

@@ -584,19 +584,8 @@ pub fn iperf3_server(ns: &NetNs) -> Proc {
         .spawn()
         .expect("iperf3 (scripts/deps installs it)");
     let proc = Proc(child);
-    // Listening, not a fixed pause: a loaded machine can take longer to start it.
-    let t0 = std::time::Instant::now();
-    while ns
-        .exec(&["ss", "-Hltn", "sport = :5201"])
-        .map_or(true, |o| o.stdout.is_empty())
-    {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "iperf3 did not listen in {} within 10 s",
-            ns.name
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    ns.wait_listening(5201, Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("iperf3: {e}"));
     proc
 }
 

@@ -329,7 +329,9 @@ pub fn iperf(m: &Manet, seconds: u32, tcp: bool) -> Result<(f64, u64), String> {
             &[wrap, &["iperf3", "-s", "-1"]].concat(),
         )
         .unwrap();
-    crate::netns::wait_listening(m.ns(1), 5201);
+    m.ns(1)
+        .wait_listening(5201, Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("{e}"));
     let report = m.dir.join("iperf3.json");
     let _ = std::fs::remove_file(&report);
     let dups0 = duplicates(m.ns(8));

@@ -514,26 +514,6 @@ fn link_bytes(ns: &NetNs, dev: &str, counter: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Waits until `ns` listens on TCP `port` (an iperf3 server just spawned there), at most 10 s.
-/// A fixed pause was not always enough: in a CI run beside other tests an iperf3 client
-/// started before its server listened, found nothing and ended at once.
-pub fn wait_listening(ns: &NetNs, port: u16) {
-    let filter = format!("sport = :{port}");
-    let t0 = std::time::Instant::now();
-    loop {
-        let o = ns.output(&["ss", "-Hltn", &filter]).expect("ss (iproute2)");
-        if !o.stdout.is_empty() {
-            return;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "nothing listens on port {port} in {} after 10 s",
-            ns.name
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 pub fn wait_path(p: &Path, within: Duration) {
     let t0 = Instant::now();
     while !p.exists() {
