@@ -83,6 +83,50 @@ fn a_lost_path_open_leaves_the_path_in_slow_start() {
     assert!(took <= clean * 11 / 10, "{took:?} against {clean:?}");
 }
 
+/// The end that answers a path's opening times its first packets on the configured initial
+/// RTT, a guess; on a path longer than that (a 600 ms satellite link against 100 ms) they time
+/// out before any answer can come back. Such a timeout says nothing of the path's capacity:
+/// the answering end keeps its initial window and slow start, as Linux's does after one
+/// retransmitted SYN-ACK. Before, its window fell to a segment with ssthresh at two, and a
+/// download from it grew by about a segment a round trip.
+#[test]
+fn a_timeout_before_the_first_rtt_sample_leaves_the_answering_end_in_slow_start() {
+    // 4 MB from the server over 20 Mbit/s with a one-way delay of 300 ms.
+    let download = |initial_rtt_ms: u64| {
+        let cfg = Config {
+            initial_rtt: Duration::from_millis(initial_rtt_ms),
+            ..Config::default()
+        };
+        let mut p = Pair::new(cfg, vec![Link::new(300).rate_mbit(20)], 1);
+        p.open_all(&[]);
+        p.run_for(Duration::from_secs(2));
+        let path = p.server.paths().next().unwrap();
+        let (timeouts, ssthresh) = (path.stats.rto_count, path.ssthresh);
+        let data = pattern(4_000_000, 3);
+        let start = p.now;
+        let mut pos = 0;
+        let mut done = None;
+        p.run_until_with(start + Duration::from_secs(60), |p| {
+            if pos < data.len() {
+                pos += p.server.write(&data[pos..]);
+            }
+            if done.is_none() && p.client_received.len() == data.len() {
+                done = Some(p.now - start);
+            }
+        });
+        assert_eq!(p.client_received, data);
+        (timeouts, ssthresh, done.unwrap())
+    };
+    let (none, _, clean) = download(1000);
+    let (spurious, ssthresh, took) = download(100);
+    eprintln!(
+        "4 MB: {clean:?} timed on a 1 s initial RTT, {took:?} on 100 ms ({spurious} timeouts)"
+    );
+    assert!(none == 0 && spurious >= 1, "{none} and {spurious} timeouts");
+    assert_eq!(ssthresh, u64::MAX, "the answering end left slow start");
+    assert!(took <= clean * 11 / 10, "{took:?} against {clean:?}");
+}
+
 #[test]
 fn transfer_over_one_lossy_path_is_exact_and_closes() {
     let mut links = vec![Link::new(15).rate_mbit(20)];

@@ -858,12 +858,16 @@ impl Path {
     /// While the path is still opening the window is left as it is: a lost path open says
     /// nothing of the path's capacity (its link was not there yet), and the transfer that
     /// follows starts in slow start, as Linux's does after a lost SYN (`tcp_init_transfer`
-    /// keeps ssthresh infinite).
+    /// keeps ssthresh infinite). So until the path has its first RTT sample: the timer then
+    /// ran on the configured initial RTT, a guess, and on a path longer than it (a satellite
+    /// link of 600 ms against 100 ms) the answering end's first packets time out before any
+    /// answer could come back; Linux's answering end likewise keeps its initial window after
+    /// one retransmitted SYN-ACK.
     pub fn on_rto(&mut self, now: Instant, cfg: &Config) -> bool {
         self.stats.rto_count += 1;
         self.backoff += 1;
         self.pf = true;
-        if self.state != PathState::Opening {
+        if self.state != PathState::Opening && self.rtt.has_sample() {
             self.cc.on_rto(now, self.in_flight);
         }
         self.lost.clear();

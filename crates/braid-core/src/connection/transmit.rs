@@ -511,6 +511,7 @@ impl Connection {
                 min_rtt: p.rtt.min(),
                 delivery_rate: p.delivery.rate(),
                 cwnd: p.cc.window(),
+                probed: p.cc.ssthresh() != u64::MAX,
                 in_flight: p.in_flight,
                 has_room: p.has_room(mss),
                 backup: p.backup,

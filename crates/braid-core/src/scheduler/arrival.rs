@@ -54,6 +54,17 @@ fn rate(p: &PathView) -> f64 {
     r.max(1) as f64
 }
 
+/// Whether the path's delivery rate measures what it can carry, not only what it was given.
+/// It must have met its capacity (a loss or timeout ended its first slow start, or its own
+/// queue doubled its base RTT) and its window must exceed twice what it delivers in a base
+/// RTT: a path that delivers its whole window every base RTT is limited by that window (a
+/// window cut by a timeout, or one that grew while the path was rarely used), and would
+/// carry more if given more.
+fn rate_is_capacity(p: &PathView) -> bool {
+    let met = p.probed || p.srtt > p.min_rtt * 2;
+    met && p.cwnd as f64 > 2.0 * rate(p) * p.min_rtt.as_secs_f64()
+}
+
 /// Estimated time until a segment of `mss` bytes sent now on `p` arrives, seconds.
 fn arrival(p: &PathView, mss: u64) -> f64 {
     let base = p.min_rtt.as_secs_f64();
@@ -84,7 +95,7 @@ impl Scheduler for Arrival {
         let other = with_room?;
         // Waiting for the earliest path pays only if it delivers the whole queue before the
         // other would deliver this segment.
-        let queued = if rate(other) * SHARE >= rate(best) {
+        let queued = if rate(other) * SHARE >= rate(best) || !rate_is_capacity(other) {
             cx.queued
         } else {
             cx.queued.min(2 * best.cwnd)

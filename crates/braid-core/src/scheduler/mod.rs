@@ -45,6 +45,9 @@ pub struct PathView {
     pub delivery_rate: Option<u64>,
     /// Congestion window, bytes.
     pub cwnd: u64,
+    /// A loss or timeout has ended the path's first slow start: its window has met what the
+    /// path can carry at least once.
+    pub probed: bool,
     /// Bytes in flight.
     pub in_flight: u64,
     /// Whether one more full segment fits the window.

@@ -11,6 +11,7 @@ fn view(id: u32, rtt_ms: u64, room: bool, backup: bool, usable: bool) -> PathVie
         min_rtt: Duration::from_millis(rtt_ms),
         delivery_rate: None,
         cwnd: 10_000,
+        probed: true,
         in_flight: if room { 0 } else { 10_000 },
         has_room: room,
         backup,
@@ -363,6 +364,44 @@ fn arrival_counts_a_long_queue_only_for_a_path_worth_its_late_arrivals() {
         arrival_pick(&mut s, &[fast, rated(1, 70, 1, 0)], 10_000_000),
         None
     );
+}
+
+#[test]
+fn arrival_judges_a_path_slow_only_once_its_rate_measures_what_it_can_carry() {
+    // LTE of 10 Mbit/s and 50 ms with its window full; a satellite path of 600 ms that has
+    // carried only its initial window (15 kB): 0.2 Mbit/s measured, 10 MB queued.
+    let lte = rated(0, 50, 10, 64_000);
+    let mut geo = rated(1, 600, 0, 0);
+    geo.cwnd = 15_000;
+    geo.delivery_rate = Some(25_000);
+    // Still in its first slow start: its rate is what its window allowed, the whole queue
+    // counts (8 s on LTE) and it is used.
+    geo.probed = false;
+    let mut s = Arrival::default();
+    assert_eq!(
+        arrival_pick(&mut s, &[lte, geo], 10_000_000),
+        Some(PathId(1))
+    );
+    // A timeout cut its window to two segments: it delivers all of it every base RTT, so
+    // the window limits it, not the path; used.
+    geo.probed = true;
+    geo.cwnd = 3_000;
+    geo.delivery_rate = Some(5_000);
+    let mut s = Arrival::default();
+    assert_eq!(
+        arrival_pick(&mut s, &[lte, geo], 10_000_000),
+        Some(PathId(1))
+    );
+    // A window that has met the path's capacity and holds a queue (20 kB against 3 kB a base
+    // RTT): the path is slow, the queue counts for two of LTE's windows, LTE is waited for.
+    geo.cwnd = 20_000;
+    let mut s = Arrival::default();
+    assert_eq!(arrival_pick(&mut s, &[lte, geo], 10_000_000), None);
+    // Its queue doubled its RTT, without a loss yet: the same.
+    geo.probed = false;
+    geo.srtt = Duration::from_millis(1300);
+    let mut s = Arrival::default();
+    assert_eq!(arrival_pick(&mut s, &[lte, geo], 10_000_000), None);
 }
 
 #[test]
