@@ -59,6 +59,13 @@ pub trait ReinjectPolicy: Send + Sync + Debug {
         None
     }
 
+    /// Whether the segment the stream waits on is copied over another path once it is late
+    /// there while that path delivers data beyond it (the connection's stalled-segment copy,
+    /// see [`Guarded`]).
+    fn copies_stalled_segment(&self) -> bool {
+        false
+    }
+
     fn name(&self) -> String;
 }
 
@@ -233,12 +240,24 @@ impl ReinjectPolicy for Rej {
 /// On a dead path progress stops with the last acknowledgement; a busy path acknowledges every
 /// few packets, so the guard adds a few milliseconds to REJ's failover, while on a path whose
 /// queue grows or that recovers its own loss it keeps the timer away.
+///
+/// A path whose link slows to a trickle (a cellular link in a fade, seconds of queue ahead of
+/// what it holds) still makes progress, so the guard holds there too. For that case the policy
+/// also copies the segment the stream waits on: when the receiver has data beyond it, the
+/// segment has been out on its path for longer than that path's smoothed RTT and than two
+/// RTTs of the path that would carry the copy, and the stream has not moved for those two
+/// RTTs, one copy goes on the earliest other path with room (once per stall). On two real
+/// cellular traces the stream had waited ten seconds on one such segment.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Guarded(pub Rej);
 
 impl ReinjectPolicy for Guarded {
     fn reinject_on(&self, trigger: Trigger) -> bool {
         self.0.reinject_on(trigger)
+    }
+
+    fn copies_stalled_segment(&self) -> bool {
+        true
     }
 
     fn deadline(&self, path: &PathTiming) -> Option<Instant> {

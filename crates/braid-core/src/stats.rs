@@ -104,7 +104,8 @@ pub struct ConnectionStats {
     /// Reinjected segments sent on a path other than the original one.
     pub reinjected_packets: u64,
     pub reinjected_bytes: u64,
-    /// Of those, opportunistic retransmissions when the receive window blocked.
+    /// Of those, opportunistic retransmissions when the receive window blocked, and copies of
+    /// a stalled segment ([`crate::reinject::ReinjectPolicy::copies_stalled_segment`]).
     pub opportunistic_retransmissions: u64,
     /// Segments and stream bytes sent on paths flagged duplicate
     /// ([`crate::Connection::set_duplicate`]) besides what the scheduler sent: the copies'

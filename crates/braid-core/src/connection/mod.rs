@@ -229,8 +229,11 @@ pub struct Connection {
     data_ack_pending: bool,
     readable_pending: bool,
     peer_finished_reported: bool,
-    /// The stream unit for which an opportunistic retransmission was already made.
+    /// The stream unit for which an opportunistic retransmission (or a stalled-segment copy)
+    /// was already made.
     opportunistic_done: Option<u64>,
+    /// When the peer's cumulative DATA_ACK last moved (the connection's creation before).
+    data_ack_at: Instant,
     close_frames_pending: Option<u64>,
     /// Next path to send CLOSE on.
     close_cursor: usize,
@@ -299,6 +302,7 @@ impl Connection {
             readable_pending: false,
             peer_finished_reported: false,
             opportunistic_done: None,
+            data_ack_at: now,
             close_frames_pending: None,
             close_cursor: 0,
             advertised_edge: 0,

@@ -169,9 +169,13 @@ impl Connection {
             } => {
                 // Only what was sent can be acknowledged (the FIN counts as one unit).
                 let sent_end = self.stream_sent() + u64::from(self.send.fin_sent);
+                let before = self.send.peer_cum;
                 if !self.send.on_data_ack(cum, window, ranges.iter(), sent_end) {
                     self.stats.dropped.protocol += 1;
                     return;
+                }
+                if self.send.peer_cum > before {
+                    self.data_ack_at = now;
                 }
                 self.release_send_buffer();
             }

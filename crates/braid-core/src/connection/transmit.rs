@@ -554,6 +554,9 @@ impl Connection {
         if let Some(t) = self.send_reinjection(now, buf) {
             return Some(t);
         }
+        if let Some(t) = self.copy_stalled_segment(now, buf) {
+            return Some(t);
+        }
         if self.scheduler.is_redundant() {
             if let Some(t) = self.send_redundant(now, buf) {
                 return Some(t);
@@ -844,29 +847,88 @@ impl Connection {
         }
         // The blocking byte is the oldest unacknowledged one: its packet is among the first
         // unacknowledged ones of its path.
-        let (holder, data) = self.paths.iter().enumerate().find_map(|(i, p)| {
-            p.unacked().take(OPPORTUNISTIC_SEARCH).find_map(|(_, pkt)| {
-                pkt.data
-                    .filter(|d| d.dsn <= blocking && blocking < d.dsn + u64::from(d.len))
-                    .map(|d| (i, d))
-            })
-        })?;
+        let (holder, data, _) = self.blocking_packet(blocking, OPPORTUNISTIC_SEARCH)?;
         // The copy goes on the path the scheduler would use now (a backup path stays idle
         // while a primary works), and only if that is not the path holding the segment.
         let idx = self.select(now, None, blocking, 0)?;
         if idx == holder {
             return None;
         }
+        let t = self.send_blocking_copy(now, idx, blocking, data, buf)?;
+        let h = &mut self.paths[holder];
+        if h.rtt.srtt() > self.paths[idx].rtt.srtt() {
+            self.paths[holder].cc.penalize(now);
+        }
+        Some(t)
+    }
+
+    /// The stream waits on one segment while another path delivers data beyond it: once the
+    /// segment is late on its path (out for longer than that path's smoothed RTT and than two
+    /// RTTs of the path that would carry the copy) and the stream has not moved for those two
+    /// RTTs, one copy goes on the earliest other path with room, once per blocking unit
+    /// ([`ReinjectPolicy::copies_stalled_segment`](crate::reinject::ReinjectPolicy::copies_stalled_segment)).
+    fn copy_stalled_segment(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if !self.cfg.reinjection.copies_stalled_segment()
+            || self.scheduler.is_redundant()
+            || self.send.peer_sacked.is_empty()
+        {
+            return None;
+        }
+        let blocking = self.send.peer_cum;
+        if self.opportunistic_done == Some(blocking) {
+            return None;
+        }
+        // Cheap test first: this runs whenever the peer holds data beyond a hole.
+        let stalled = now.saturating_since(self.data_ack_at);
+        let quickest = self.paths.iter().map(|p| p.rtt.srtt()).min()?;
+        if stalled < quickest * 2 {
+            return None;
+        }
+        // Not only among a path's first packets: a path in a fade holds a queue of packets
+        // already resent elsewhere ahead of the one the stream waits on.
+        let (holder, data, sent) = self.blocking_packet(blocking, usize::MAX)?;
+        let from = self.paths[holder].id;
+        let idx = self.select(now, Some(from), blocking, 0)?;
+        let other = self.paths[idx].rtt.srtt() * 2;
+        let late = self.paths[holder].rtt.srtt().max(other);
+        if now.saturating_since(sent) < late || stalled < other {
+            return None;
+        }
+        self.send_blocking_copy(now, idx, blocking, data, buf)
+    }
+
+    /// The path (index), data and last send time of the packet that carries stream unit
+    /// `blocking`, among the first `search` unacknowledged packets of each path.
+    fn blocking_packet(
+        &self,
+        blocking: u64,
+        search: usize,
+    ) -> Option<(usize, path::DataRef, Instant)> {
+        self.paths.iter().enumerate().find_map(|(i, p)| {
+            p.unacked().take(search).find_map(|(_, pkt)| {
+                pkt.data
+                    .filter(|d| d.dsn <= blocking && blocking < d.dsn + u64::from(d.len))
+                    .map(|d| (i, d, pkt.time))
+            })
+        })
+    }
+
+    /// Sends what of `data` is still unacknowledged on path `idx` as a reinjection: the one
+    /// copy made for the stall at `blocking`.
+    fn send_blocking_copy(
+        &mut self,
+        now: Instant,
+        idx: usize,
+        blocking: u64,
+        data: path::DataRef,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
         let (dsn, len) = self
             .send
             .first_unacked(data.dsn, u64::from(data.len), u64::MAX)?;
         let (t, _) = self.send_segment(now, idx, dsn, len, data.fin, SegmentKind::Reinjection, buf);
         self.opportunistic_done = Some(blocking);
         self.stats.opportunistic_retransmissions += 1;
-        let h = &mut self.paths[holder];
-        if h.rtt.srtt() > self.paths[idx].rtt.srtt() {
-            self.paths[holder].cc.penalize(now);
-        }
         Some(t)
     }
 
