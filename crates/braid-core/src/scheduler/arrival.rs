@@ -57,9 +57,8 @@ fn rate(p: &PathView) -> f64 {
 /// Whether the path's delivery rate measures what it can carry, not only what it was given.
 /// It must have met its capacity (a loss or timeout ended its first slow start, or its own
 /// queue doubled its base RTT) and its window must exceed twice what it delivers in a base
-/// RTT: a path that delivers its whole window every base RTT is limited by that window (a
-/// window cut by a timeout, or one that grew while the path was rarely used), and would
-/// carry more if given more.
+/// RTT: a path that delivers about its whole window every base RTT (a window cut by a
+/// timeout, say) is limited by that window, and would carry more if given more.
 fn rate_is_capacity(p: &PathView) -> bool {
     let met = p.probed || p.srtt > p.min_rtt * 2;
     met && p.cwnd as f64 > 2.0 * rate(p) * p.min_rtt.as_secs_f64()
