@@ -923,6 +923,7 @@ impl Path {
         // below `reinjected_below` were all queued, selectively acknowledged ones are skipped.
         let mut seq = self.reinjected_below.max(self.base_seq);
         let mut earliest = None;
+        let mut ack_delay = Duration::ZERO;
         while seq < self.next_seq {
             if let Some((s, e)) = self.sacked.first_ending_after(seq)
                 && s <= seq
@@ -938,6 +939,7 @@ impl Path {
                 && p.data.is_some()
             {
                 earliest = Some(p.time);
+                ack_delay = self.ack_hold(seq, p.time, cfg);
                 break;
             }
             seq += 1;
@@ -949,11 +951,23 @@ impl Path {
             has_rtt_sample: self.rtt.has_sample(),
             last_progress: self.progress_at,
             progress_interval: self.progress_interval.unwrap_or_else(|| self.rtt.srtt()),
-            ack_delay: if self.outstanding_pkts < cfg.ack_frequency as usize {
-                cfg.max_ack_delay
-            } else {
-                Duration::ZERO
-            },
+            ack_delay,
+        }
+    }
+
+    /// How long the peer may hold its acknowledgement of packet `seq`, sent at `sent`. It
+    /// acknowledges an in-order packet once `ack_frequency` have arrived or after its maximum
+    /// ACK delay: so until the packet that completes `seq`'s group went out, if that was within
+    /// the delay (the group may begin at `seq`: the worst case). A packet it receives after
+    /// later ones (they were acknowledged) fills a hole and is acknowledged at once.
+    fn ack_hold(&self, seq: u64, sent: Instant, cfg: &Config) -> Duration {
+        if self.sacked.first_ending_after(seq).is_some() {
+            return Duration::ZERO;
+        }
+        let last = seq + u64::from(cfg.ack_frequency.saturating_sub(1));
+        match self.packet(last) {
+            Some(p) if last < self.next_seq => p.time.saturating_since(sent).min(cfg.max_ack_delay),
+            _ => cfg.max_ack_delay,
         }
     }
 
