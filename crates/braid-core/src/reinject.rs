@@ -252,8 +252,9 @@ impl ReinjectPolicy for Rej {
 /// A path whose link slows to a trickle (a cellular link in a fade, seconds of queue ahead of
 /// what it holds) still makes progress, so the guard holds there too. For that case the policy
 /// also copies the segment the stream waits on: when the receiver has data beyond it, the
-/// segment has been out on its path for longer than that path's smoothed RTT and than two
-/// RTTs of the path that would carry the copy, and the stream has not moved for those two
+/// segment has been out on its path for longer than that path's smoothed RTT or twice its
+/// minimum RTT, whichever is less (a fading path's smoothed RTT grows with its queue), and than
+/// two RTTs of the path that would carry the copy, and the stream has not moved for those two
 /// RTTs, one copy goes on the earliest other path with room (once per stall). On two real
 /// cellular traces the stream had waited ten seconds on one such segment.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -987,3 +987,39 @@ fn guarded_rej_allows_for_the_acknowledgement_a_peer_holds_back() {
     assert_eq!(stats.reinjected_packets, 0);
     assert_eq!(p.server.stats().duplicate_bytes_received, 0);
 }
+
+/// Guarded REJ copies the segment the stream waits on when its path slows to a trickle: the
+/// path still acknowledges now and then, so neither its RTO nor the guarded timer fires, and
+/// its smoothed RTT grows with the queue its packets wait behind. A segment counts as late
+/// once it is older than twice its path's minimum RTT (and than two smoothed RTTs of the path
+/// that takes the copy), not only once it is older than that smoothed RTT: a path in a fade
+/// holds it for as long as its queue takes to drain. Longest wait 417 ms; 859 ms when the
+/// segment had to be older than the fading path's smoothed RTT.
+#[test]
+fn guarded_rej_copies_a_segment_held_behind_a_fading_path() {
+    let cfg = Config {
+        reinjection: Policy::from_name("rejg1").unwrap().shared(),
+        scheduler: Kind::Arrival.factory(),
+        ..Config::default()
+    };
+    // Link 0 has a deep queue (2 s), link 1 a short one (100 ms).
+    let mut links = vec![Link::new(20).rate_mbit(10), Link::new(20).rate_mbit(10)];
+    links[0].max_queue = Duration::from_secs(2);
+    let mut p = Pair::new(cfg, links, 1);
+    p.open_all(&[]);
+    let data = pattern(30_000_000, 9);
+    let mut feed = feeder(data);
+    p.run_until_with(ms(3000), &mut feed);
+    // Link 0 fades to 50 kbit/s for 6 s: a packet every 0.2 s, a second of queue ahead.
+    p.links[0].rate = 50_000 / 8;
+    p.run_until_with(ms(9000), &mut feed);
+    p.links[0].rate = 10_000_000 / 8;
+    p.run_until_with(ms(12_000), &mut feed);
+    let gap = p.max_server_gap(ms(3000), ms(12_000));
+    let copies = p.client.stats().opportunistic_retransmissions;
+    eprintln!("longest gap {gap:?}, {copies} stalled segments copied");
+    assert!(
+        gap <= Duration::from_millis(600),
+        "the stream waited {gap:?}"
+    );
+}

@@ -335,9 +335,11 @@ warmup = "5s"
 /// Two real cellular links (the ATT-LTE-driving and TMobile-LTE-short Mahimahi traces,
 /// one-way 25 and 30 ms, 200-packet queues), a download with the tunnel's defaults: from 20.4 s
 /// ATT's trace delivers about a packet a second for ten seconds. The tunnel and the connection
-/// alone (guarded REJ) never keep the application waiting more than 2.5 s (the README's
-/// bound; either link alone: 1.2 s). Before guarded REJ copied the segment the stream waits on,
-/// 10.0 and 9.7 s: the stream waited on a packet queued behind ATT's fade.
+/// alone (guarded REJ) never keep the application waiting more than 2 s (the README's bound;
+/// either link alone: 1.2 s; measured 1.61 and 0.89 s). Before guarded REJ copied the segment
+/// the stream waits on, 10.0 and 9.7 s: the stream waited on a packet queued behind ATT's
+/// fade; while it copied the segment only once it was older than ATT's smoothed RTT (seconds
+/// in the fade), 2.12 and 2.17 s.
 #[test]
 fn a_fading_cellular_link_does_not_hold_the_stream_for_seconds() {
     let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces/cellular");
@@ -376,7 +378,7 @@ warmup = "5s"
     ] {
         let m = run_seed(text, &[], 1);
         let gap = m["max_gap_ms"][0];
-        assert!(gap <= 2500.0, "{what}: the stream waited {gap} ms");
+        assert!(gap <= 2000.0, "{what}: the stream waited {gap} ms");
         assert!(m["throughput_mbps"][0] > 10.0, "{what}: {m:?}");
     }
 }

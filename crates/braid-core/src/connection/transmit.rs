@@ -863,9 +863,10 @@ impl Connection {
     }
 
     /// The stream waits on one segment while another path delivers data beyond it: once the
-    /// segment is late on its path (out for longer than that path's smoothed RTT and than two
-    /// RTTs of the path that would carry the copy) and the stream has not moved for those two
-    /// RTTs, one copy goes on the earliest other path with room, once per blocking unit
+    /// segment is late on its path (out for longer than that path's smoothed RTT or twice its
+    /// minimum RTT, whichever is less, and than two RTTs of the path that would carry the copy)
+    /// and the stream has not moved for those two RTTs, one copy goes on the earliest other
+    /// path with room, once per blocking unit
     /// ([`ReinjectPolicy::copies_stalled_segment`](crate::reinject::ReinjectPolicy::copies_stalled_segment)).
     fn copy_stalled_segment(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         if !self.cfg.reinjection.copies_stalled_segment()
@@ -890,7 +891,10 @@ impl Connection {
         let from = self.paths[holder].id;
         let idx = self.select(now, Some(from), blocking, 0)?;
         let other = self.paths[idx].rtt.srtt() * 2;
-        let late = self.paths[holder].rtt.srtt().max(other);
+        // A path in a fade has a smoothed RTT of seconds, grown with the queue its packets
+        // wait behind: the segment is late there once it is older than two base RTTs.
+        let h = &self.paths[holder].rtt;
+        let late = h.srtt().min(h.min() * 2).max(other);
         if now.saturating_since(sent) < late || stalled < other {
             return None;
         }
