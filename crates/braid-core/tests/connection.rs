@@ -943,6 +943,15 @@ fn a_pause_does_not_read_as_a_slow_path() {
     }
 }
 
+/// The tunnel's scheduler and reinjection policy (`arrival`, guarded REJ with K = 1).
+fn tunnel_config() -> Config {
+    Config {
+        reinjection: Policy::from_name("rejg1").unwrap().shared(),
+        scheduler: Kind::Arrival.factory(),
+        ..Config::default()
+    }
+}
+
 /// Guarded REJ (the tunnel's default) on paths that carry bursts with pauses between them, as
 /// a tunnel does when the hosts' TCP sends in bursts: the peer acknowledges every second packet
 /// at once and the odd last packet of a burst only when the next burst reaches it or after its
@@ -953,13 +962,8 @@ fn a_pause_does_not_read_as_a_slow_path() {
 /// round trips, 13 % of what the tunnel delivered).
 #[test]
 fn guarded_rej_allows_for_the_acknowledgement_a_peer_holds_back() {
-    let cfg = Config {
-        reinjection: Policy::from_name("rejg1").unwrap().shared(),
-        scheduler: Kind::Arrival.factory(),
-        ..Config::default()
-    };
     let links = vec![Link::new(50).rate_mbit(20), Link::new(50).rate_mbit(20)];
-    let mut p = Pair::new(cfg, links, 1);
+    let mut p = Pair::new(tunnel_config(), links, 1);
     p.open_all(&[]);
     p.run_until(ms(1000));
     // Bursts of 20 kB every 37 ms (4.3 Mbit/s): several bursts in flight on each path.
@@ -997,15 +1001,10 @@ fn guarded_rej_allows_for_the_acknowledgement_a_peer_holds_back() {
 /// segment had to be older than the fading path's smoothed RTT.
 #[test]
 fn guarded_rej_copies_a_segment_held_behind_a_fading_path() {
-    let cfg = Config {
-        reinjection: Policy::from_name("rejg1").unwrap().shared(),
-        scheduler: Kind::Arrival.factory(),
-        ..Config::default()
-    };
     // Link 0 has a deep queue (2 s), link 1 a short one (100 ms).
     let mut links = vec![Link::new(20).rate_mbit(10), Link::new(20).rate_mbit(10)];
     links[0].max_queue = Duration::from_secs(2);
-    let mut p = Pair::new(cfg, links, 1);
+    let mut p = Pair::new(tunnel_config(), links, 1);
     p.open_all(&[]);
     let data = pattern(30_000_000, 9);
     let mut feed = feeder(data);

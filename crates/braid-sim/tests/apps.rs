@@ -32,6 +32,12 @@ send_buffer = "16MB"
 receive_buffer = "16MB"
 "#;
 
+/// A scenario named `name`, running for `duration`, with the tunnel's connection defaults and
+/// `body` (links, application, metrics).
+fn with_tunnel_defaults(name: &str, duration: &str, body: &str) -> String {
+    format!("name = \"{name}\"\nduration = \"{duration}\"\n{TUNNEL_CONNECTION}{body}")
+}
+
 const TWO_LINKS: &str = r#"
 name = "apps"
 duration = "20s"
@@ -238,8 +244,9 @@ warmup = "3s"
 /// path slow by the rate that window allowed and never gave it the data to show otherwise.
 #[test]
 fn a_satellite_link_beside_lte_adds_its_capacity() {
-    let sat = format!(
-        "name = \"sat\"\nduration = \"60s\"\n{TUNNEL_CONNECTION}{}",
+    let sat = with_tunnel_defaults(
+        "sat",
+        "60s",
         r#"
 [[link]]
 name = "geo"
@@ -256,7 +263,7 @@ kind = "bulk"
 direction = "down"
 [metrics]
 warmup = "5s"
-"#
+"#,
     );
     let geo = "link=[{name=\"geo\",rate=\"20Mbit\",delay=\"300ms\",queue=600}]";
     let lte = "link=[{name=\"lte\",rate=\"10Mbit\",delay=\"25ms\",queue=100}]";
@@ -288,8 +295,9 @@ warmup = "5s"
 /// download 4.8 %.
 #[test]
 fn the_tunnel_on_long_fat_links_sends_little_twice() {
-    let long = format!(
-        "name = \"long\"\nduration = \"60s\"\n{TUNNEL_CONNECTION}{}",
+    let long = with_tunnel_defaults(
+        "long",
+        "60s",
         r#"
 [[link]]
 name = "a"
@@ -305,7 +313,7 @@ queue = 500
 kind = "bulk"
 [metrics]
 warmup = "5s"
-"#
+"#,
     );
     let tunnel = format!("{long}\n[tunnel]\ntransport = \"braid\"\n");
     for dir in ["app.direction=\"down\"", "app.direction=\"up\""] {
@@ -348,8 +356,9 @@ fn a_fading_cellular_link_does_not_hold_the_stream_for_seconds() {
         "this test needs the cellular traces in {} (absent)",
         traces.display()
     );
-    let two = format!(
-        "name = \"fade\"\nduration = \"40s\"\n{TUNNEL_CONNECTION}{}",
+    let two = with_tunnel_defaults(
+        "fade",
+        "40s",
         r#"
 [[link]]
 name = "att"
@@ -369,7 +378,7 @@ direction = "down"
 start = "1s"
 [metrics]
 warmup = "5s"
-"#
+"#,
     );
     let tunnel = format!("{two}\n[tunnel]\ntransport = \"braid\"\n");
     for (what, text) in [

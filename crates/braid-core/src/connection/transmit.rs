@@ -855,8 +855,7 @@ impl Connection {
             return None;
         }
         let t = self.send_blocking_copy(now, idx, blocking, data, buf)?;
-        let h = &mut self.paths[holder];
-        if h.rtt.srtt() > self.paths[idx].rtt.srtt() {
+        if self.paths[holder].rtt.srtt() > self.paths[idx].rtt.srtt() {
             self.paths[holder].cc.penalize(now);
         }
         Some(t)
