@@ -58,6 +58,14 @@ pub struct Config {
     /// (RFC 6675 §5: until everything sent before it is acknowledged), not again for packets
     /// lost during it. Off by default: the experiments' figures were measured without it.
     pub linux_recovery: bool,
+    /// A path that reorders raises its DupThresh to the reordering it shows and declares
+    /// losses by time as well (RFC 8985's reordering window), as Linux does (`tp->reordering`,
+    /// RACK): a loss found spurious (the first transmission of a packet declared lost is
+    /// acknowledged) is the evidence. Off by default: the experiments' figures were measured
+    /// without it, and a receiver that acknowledges more holes than its ACK frame carries
+    /// (a packet that carries data takes four ranges) reports the lowest late, which reads as
+    /// reordering.
+    pub adaptive_reordering: bool,
     /// Slow start counts every byte an acknowledgement covers, as Linux does
     /// (`tcp_slow_start()`: a stretch acknowledgement for many segments grows the window by
     /// all of them). Off: RFC 3465's limit of two segments per acknowledgement, with which a
@@ -93,6 +101,7 @@ impl Default for Config {
             idle_timeout: None,
             opportunistic_retransmission: true,
             linux_recovery: false,
+            adaptive_reordering: false,
             stretch_acks: false,
             congestion: cc::Algorithm::Cubic.factory(10),
             scheduler: scheduler::Kind::MinRtt.factory(),

@@ -108,6 +108,8 @@ fn config(c: &Case) -> Config {
             .factory(10),
         broken_after_backoffs: BROKEN_AFTER,
         rto_max: Duration::from_secs(4),
+        // Half the cases learn their paths' reordering (its DupThresh and time rule).
+        adaptive_reordering: c.seed % 2 == 1,
         send_buffer: 256 << 10,
         receive_buffer: 256 << 10,
         ..Config::default()

@@ -744,13 +744,14 @@ impl Tunnel {
         let ms = |d: Duration| d.as_millis();
         let connection = format!(
             "[connection]\nscheduler = \"{}\"\nreinjection = \"{}\"\ncongestion = \"{}\"\n\
-             linux_recovery = {}\nrto_min_ms = {}\ninitial_rtt_ms = {}\ninitial_window = {}\nmax_ack_delay_ms = {}\n\
+             linux_recovery = {}\nadaptive_reordering = {}\nrto_min_ms = {}\ninitial_rtt_ms = {}\ninitial_window = {}\nmax_ack_delay_ms = {}\n\
              broken_after_backoffs = {}\nrej_min_rttvar_ms = {}\nsend_buffer = {}\n\
              receive_buffer = {}\n",
             c.scheduler,
             c.reinjection,
             c.congestion,
             c.linux_recovery,
+            c.adaptive_reordering,
             ms(c.rto_min.0),
             ms(c.initial_rtt.0).max(1),
             c.initial_window,

@@ -121,6 +121,11 @@ impl Controller for Cubic {
         self.reduce(now);
     }
 
+    fn undo(&mut self) {
+        self.core.undo();
+        self.epoch_start = None;
+    }
+
     fn on_rto(&mut self, now: Instant, in_flight: u64) {
         self.w_max = self.segments();
         self.core.collapse(now, in_flight, BETA);

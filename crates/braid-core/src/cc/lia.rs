@@ -70,6 +70,10 @@ impl Controller for Lia {
         }
     }
 
+    fn undo(&mut self) {
+        self.core.undo();
+    }
+
     fn on_rto(&mut self, now: Instant, in_flight: u64) {
         self.core.collapse(now, in_flight, 0.5);
     }

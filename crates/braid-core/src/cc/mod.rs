@@ -70,6 +70,12 @@ pub trait Controller: Send + Debug {
     /// The retransmission timer expired (RFC 5681 §3.1: the window falls to one segment).
     fn on_rto(&mut self, now: Instant, in_flight: u64);
 
+    /// The reduction of the current recovery episode was for losses that proved spurious (every
+    /// packet declared lost in it was acknowledged in its first transmission): the window and
+    /// threshold return to what they were before it (Linux's `tcp_undo_cwnd_reduction`).
+    /// Nothing after a timeout or penalisation.
+    fn undo(&mut self) {}
+
     /// Halve the window: penalisation of a subflow that blocks the receive window (stock
     /// MPTCP's opportunistic retransmission, seed 002 §II).
     fn penalize(&mut self, now: Instant);
@@ -168,6 +174,8 @@ pub(crate) struct RenoCore {
     pub ca_acked: u64,
     /// Start of the current recovery episode.
     pub recovery_start: Option<Instant>,
+    /// Window and threshold before the last multiplicative decrease, while it may be undone.
+    pub prior: Option<(u64, u64)>,
 }
 
 impl RenoCore {
@@ -178,6 +186,7 @@ impl RenoCore {
             ssthresh: u64::MAX,
             ca_acked: 0,
             recovery_start: None,
+            prior: None,
         }
     }
 
@@ -211,6 +220,7 @@ impl RenoCore {
 
     /// Multiplicative decrease with factor `beta` (RFC 5681 §3.1: ssthresh = max(flight/2, 2 MSS)).
     pub fn decrease(&mut self, beta: f64) {
+        self.prior = Some((self.cwnd, self.ssthresh));
         self.ssthresh = ((self.cwnd as f64 * beta) as u64).max(self.min_window());
         self.cwnd = self.ssthresh;
         self.ca_acked = 0;
@@ -222,13 +232,24 @@ impl RenoCore {
         self.cwnd = self.mss;
         self.ca_acked = 0;
         self.recovery_start = Some(now);
+        self.prior = None;
     }
 
     pub fn penalize(&mut self, now: Instant) {
+        self.prior = None;
         self.ssthresh = (self.cwnd / 2).max(self.min_window());
         self.cwnd = self.ssthresh;
         self.ca_acked = 0;
         self.recovery_start = Some(now);
+    }
+
+    /// Undoes the last decrease (see [`Controller::undo`]); the recovery episode is over.
+    pub fn undo(&mut self) {
+        if let Some((cwnd, ssthresh)) = self.prior.take() {
+            self.cwnd = self.cwnd.max(cwnd);
+            self.ssthresh = self.ssthresh.max(ssthresh);
+            self.recovery_start = None;
+        }
     }
 
     /// Congestion avoidance: grow by `increase_per_byte`·bytes, in whole segments.

@@ -39,6 +39,10 @@ impl Controller for NewReno {
         }
     }
 
+    fn undo(&mut self) {
+        self.core.undo();
+    }
+
     fn on_rto(&mut self, now: Instant, in_flight: u64) {
         self.core.collapse(now, in_flight, 0.5);
     }

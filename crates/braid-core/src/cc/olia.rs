@@ -110,6 +110,10 @@ impl Controller for Olia {
         }
     }
 
+    fn undo(&mut self) {
+        self.core.undo();
+    }
+
     fn on_rto(&mut self, now: Instant, in_flight: u64) {
         self.loss();
         self.core.collapse(now, in_flight, 0.5);

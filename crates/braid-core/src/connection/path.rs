@@ -16,8 +16,120 @@ use crate::rtt::RttEstimator;
 use crate::wire::{AddrId, PathId};
 use crate::{Instant, PathStats};
 
-/// RFC 6675 DupThresh: a packet is lost once this many packets sent after it are acknowledged.
+/// RFC 6675 DupThresh: a packet is lost once this many packets sent after it are acknowledged
+/// (until the path shows it reorders, see [`Reordering`]).
 pub(crate) const DUP_THRESH: u64 = 3;
+
+/// The largest DupThresh a path learns (Linux's `tcp_max_reordering`).
+const MAX_REORDERING: u64 = 300;
+
+/// What a path knows of its own reordering (Linux's `tp->reordering` and RACK's reordering
+/// window, RFC 8985 §6.2). A link that reorders (jitter that lets packets overtake each other,
+/// a route that changes) delivers a packet after DupThresh later ones: it is declared lost,
+/// sent again and the window halved although nothing was lost; on 2 × 10 Mbit/s whose packets
+/// arrive up to 8 ms out of order the connection made a quarter of what kernel MPTCP made.
+/// An acknowledgement that can only be the first transmission's of a packet declared lost (it
+/// was not resent yet, or the resend went out less than half a minimum RTT before) proves the
+/// loss spurious: DupThresh rises to the distance the packet was overtaken by, packets are
+/// also declared lost by time, as RACK does, once a packet sent a reordering window after them
+/// was acknowledged (without this a large DupThresh would leave the losses of a small window
+/// to the retransmission timer), and once every packet declared lost in a recovery episode
+/// proved spurious its window cut is undone. Paths that never reorder keep RFC 6675's rule
+/// unchanged. Only with `Config::adaptive_reordering`.
+#[derive(Debug, Clone, Copy)]
+struct Reordering {
+    /// DupThresh in use.
+    dup_thresh: u64,
+    /// Spurious losses seen: the reordering window is this many quarters of the minimum RTT
+    /// (RACK's `reo_wnd_steps`); zero while the path has not reordered.
+    steps: u32,
+    /// The latest send time of a packet acknowledged unambiguously (RACK's `xmit_ts`).
+    latest_sent_acked: Option<Instant>,
+    /// Packets declared lost in the current recovery episode not yet found spurious, while
+    /// its window reduction may be undone (Linux's `undo_retrans`).
+    undo_left: Option<u64>,
+    /// An ACK frame with as many ranges as it could carry may have left out lower ones that
+    /// the peer had: an acknowledgement of a packet below the lowest range of such a frame
+    /// proves nothing (the peer may have had it when it was declared lost).
+    unreported_below: u64,
+}
+
+impl Default for Reordering {
+    fn default() -> Self {
+        Reordering {
+            dup_thresh: DUP_THRESH,
+            steps: 0,
+            latest_sent_acked: None,
+            undo_left: None,
+            unreported_below: 0,
+        }
+    }
+}
+
+impl Reordering {
+    /// Learns from one ACK frame; returns whether every loss of the current recovery episode
+    /// proved spurious (its window reduction is to be undone).
+    fn learn(&mut self, e: &AckEvidence) -> bool {
+        if let Some(sent) = e.latest_sent {
+            self.latest_sent_acked = Some(self.latest_sent_acked.map_or(sent, |t| t.max(sent)));
+        }
+        if let Some(distance) = e.overtaken_by {
+            self.dup_thresh = self.dup_thresh.max((distance + 1).min(MAX_REORDERING));
+            self.steps = self.steps.saturating_add(1);
+        }
+        match self.undo_left {
+            Some(left) if e.spurious > 0 => {
+                let left = left.saturating_sub(e.spurious);
+                self.undo_left = (left > 0).then_some(left);
+                left == 0
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What the packets one ACK frame acknowledges say of the path's reordering.
+struct AckEvidence {
+    now: Instant,
+    /// See [`Reordering::unreported_below`].
+    unreported_below: u64,
+    min_rtt: Duration,
+    /// The end of the highest selectively acknowledged range before this frame.
+    highest_sacked: Option<u64>,
+    /// The latest send time of a packet acknowledged unambiguously.
+    latest_sent: Option<Instant>,
+    /// The most packets above one declared lost in error that were acknowledged before it.
+    overtaken_by: Option<u64>,
+    /// Packets declared lost from acknowledgements whose first transmission this frame
+    /// acknowledges.
+    spurious: u64,
+}
+
+impl AckEvidence {
+    /// Packet `seq`, in the state it had before this frame, is newly acknowledged.
+    fn note(&mut self, seq: u64, p: &SentPacket) {
+        if p.state == SentState::Sacked {
+            return;
+        }
+        // An acknowledgement less than half a minimum RTT after a resend is the first
+        // transmission's (RACK's test, RFC 8985 §6.2 step 2, with a margin: a resend smaller
+        // than the first transmission, or a minimum that includes an ACK delay, comes back a
+        // little under the minimum); so is one of a packet declared lost and not resent yet.
+        let too_soon = p.retransmitted && self.now.saturating_since(p.time) < self.min_rtt / 2;
+        let original = p.lost_by_ack
+            && seq >= self.unreported_below
+            && ((p.state == SentState::Lost && !p.retransmitted) || too_soon);
+        if !too_soon {
+            self.latest_sent = Some(self.latest_sent.map_or(p.time, |t| t.max(p.time)));
+        }
+        if original {
+            self.spurious += 1;
+        }
+        if original && let Some(h) = self.highest_sacked.filter(|&h| h > seq) {
+            self.overtaken_by = Some(self.overtaken_by.map_or(h - seq, |d| d.max(h - seq)));
+        }
+    }
+}
 
 /// Stream bytes carried by a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +172,12 @@ pub(crate) struct SentPacket {
     pub ctrl: Vec<Ctrl>,
     pub path_open: bool,
     pub state: SentState,
+    /// Sent again on this path since it first went out: an acknowledgement may be the first
+    /// transmission's.
+    pub retransmitted: bool,
+    /// Its latest loss was declared from the acknowledgements of later packets (not by a
+    /// timeout): an acknowledgement of its first transmission then shows reordering.
+    pub lost_by_ack: bool,
     /// The data was queued for reinjection on other paths (or never is: a duplicate path's
     /// copy of bytes another path carries, see `Connection::set_duplicate`).
     pub reinjected: bool,
@@ -307,6 +425,7 @@ pub(crate) struct Path {
     /// send time (an entry whose packet went out again since is stale); see
     /// `lost_retransmissions`.
     retransmitted: VecDeque<(u64, u64, Instant)>,
+    reordering: Reordering,
     pub probe: Option<Probe>,
     /// A recovery episode began: its first lost packet goes out at once, whatever the window
     /// (RFC 6675 §5 step 4.3).
@@ -377,6 +496,7 @@ impl Path {
             sacked: RangeSet::new(),
             loss_floor: 0,
             retransmitted: VecDeque::new(),
+            reordering: Reordering::default(),
             probe: None,
             fast_retransmit: false,
             tlp_high: None,
@@ -525,6 +645,7 @@ impl Path {
         p.state = SentState::Outstanding;
         p.time = now;
         p.size = size;
+        p.retransmitted = true;
         match was {
             SentState::Outstanding => self.in_flight -= u64::from(old_size),
             SentState::Lost => {
@@ -592,7 +713,7 @@ impl Path {
     /// to the recovery that retransmitted them.
     pub fn requeue_lost(&mut self, seqs: &[u64]) {
         for &seq in seqs {
-            if self.mark_lost(seq).is_some() {
+            if self.mark_lost(seq, false).is_some() {
                 let at = self.lost.partition_point(|&s| s < seq);
                 self.lost.insert(at, seq);
             }
@@ -601,11 +722,12 @@ impl Path {
 
     /// An outstanding packet becomes lost (out of the flight, counted); returns when it was
     /// sent, or `None` if it was not outstanding. The caller queues it for retransmission.
-    fn mark_lost(&mut self, seq: u64) -> Option<Instant> {
+    fn mark_lost(&mut self, seq: u64, by_ack: bool) -> Option<Instant> {
         let p = self
             .packet_mut(seq)
             .filter(|p| p.state == SentState::Outstanding)?;
         p.state = SentState::Lost;
+        p.lost_by_ack = by_ack;
         let (size, time) = (u64::from(p.size), p.time);
         self.in_flight -= size;
         self.outstanding_pkts -= 1;
@@ -627,6 +749,13 @@ impl Path {
             .map(|i| self.base_seq + i as u64)
     }
 
+    /// The ACK frame about to be processed carried as many ranges as it could: the peer may
+    /// have had packets below its lowest range, `lowest`, that it did not report.
+    pub fn ack_truncated_at(&mut self, lowest: u64) {
+        let r = &mut self.reordering;
+        r.unreported_below = r.unreported_below.max(lowest);
+    }
+
     /// Processes an ACK frame for this path's packets.
     pub fn on_ack(
         &mut self,
@@ -639,6 +768,15 @@ impl Path {
     ) -> AckOutcome {
         let mut out = AckOutcome::default();
         let mut progress = false;
+        let mut evidence = AckEvidence {
+            unreported_below: self.reordering.unreported_below,
+            now,
+            min_rtt: self.rtt.min(),
+            highest_sacked: self.sacked.iter().next_back().map(|(_, e)| e),
+            latest_sent: None,
+            overtaken_by: None,
+            spurious: 0,
+        };
         // Cumulative part.
         let cum = cum.min(self.next_seq);
         let cum_progress = cum > self.base_seq;
@@ -646,6 +784,7 @@ impl Path {
             let Some(p) = self.sent.pop_front() else {
                 break;
             };
+            evidence.note(self.base_seq, &p);
             self.base_seq += 1;
             match p.state {
                 SentState::Outstanding => {
@@ -677,6 +816,7 @@ impl Path {
                     let Some(p) = self.packet_mut(seq) else {
                         continue;
                     };
+                    evidence.note(seq, p);
                     let size = u64::from(p.size);
                     let was = p.state;
                     p.state = SentState::Sacked;
@@ -730,6 +870,11 @@ impl Path {
         } else {
             self.stats.duplicate_acks += 1;
         }
+        if cfg.adaptive_reordering && self.reordering.learn(&evidence) {
+            // The episode was no loss: its reduction is undone and it is over.
+            self.cc.undo();
+            self.recovery_point = None;
+        }
         out.newly_lost = self.detect_losses(now, cfg.linux_recovery);
         out.lost_again = self.lost_retransmissions(now);
         if self.recovery_point.is_some_and(|rp| self.base_seq >= rp) {
@@ -755,27 +900,41 @@ impl Path {
     }
 
     /// RFC 6675 IsLost(): a packet with DupThresh selectively acknowledged packets above it is
-    /// lost. Each packet is examined once (`loss_floor` only moves up).
+    /// lost. Each packet is examined once (`loss_floor` only moves up). On a path that has
+    /// reordered, also RACK's rule ([`Reordering`]).
     fn detect_losses(&mut self, now: Instant, per_episode: bool) -> u64 {
-        let Some(threshold) = self.dup_thresh_point() else {
-            return 0;
-        };
         let mut newly = 0;
         let mut first_lost_sent = None;
-        let mut seq = self.loss_floor.max(self.base_seq);
-        while seq < threshold {
-            if let Some(time) = self.mark_lost(seq) {
-                self.lost.push_back(seq);
-                first_lost_sent.get_or_insert(time);
+        if let Some(threshold) = self.dup_thresh_point() {
+            let mut seq = self.loss_floor.max(self.base_seq);
+            while seq < threshold {
+                if let Some(time) = self.mark_lost(seq, true) {
+                    self.lost.push_back(seq);
+                    first_lost_sent.get_or_insert(time);
+                    newly += 1;
+                }
+                seq += 1;
+            }
+            self.loss_floor = self.loss_floor.max(threshold);
+        }
+        for seq in self.lost_by_time() {
+            if let Some(time) = self.mark_lost(seq, true) {
+                let at = self.lost.partition_point(|&s| s < seq);
+                self.lost.insert(at, seq);
+                first_lost_sent = Some(first_lost_sent.map_or(time, |t: Instant| t.min(time)));
                 newly += 1;
             }
-            seq += 1;
         }
-        self.loss_floor = self.loss_floor.max(threshold);
         if let Some(sent) = first_lost_sent {
             self.stats.lost_packets += newly;
             self.loss_rate = self.loss_rate * (1.0 - 1.0 / 64.0) + 1.0 / 64.0;
             let episode = self.recovery_point.is_none();
+            let r = &mut self.reordering;
+            r.undo_left = if episode {
+                Some(newly)
+            } else {
+                r.undo_left.map(|left| left + newly)
+            };
             if episode {
                 self.recovery_point = Some(self.next_seq);
                 self.stats.fast_retransmits += 1;
@@ -791,14 +950,49 @@ impl Path {
 
     /// The sequence number with DupThresh selectively acknowledged packets at or above it.
     fn dup_thresh_point(&self) -> Option<u64> {
+        let thresh = self.reordering.dup_thresh;
         let mut count = 0;
         for (s, e) in self.sacked.iter().rev() {
-            if count + (e - s) >= DUP_THRESH {
-                return Some(e - (DUP_THRESH - count));
+            if count + (e - s) >= thresh {
+                return Some(e - (thresh - count));
             }
             count += e - s;
         }
         None
+    }
+
+    /// RFC 8985 §6.2 on a path that has reordered: the outstanding packets below the highest
+    /// acknowledged one, not sent again, that went out at least a reordering window before the
+    /// latest packet acknowledged unambiguously (min(steps · min RTT / 4, SRTT)). Packets
+    /// below `loss_floor` were declared lost already.
+    fn lost_by_time(&self) -> Vec<u64> {
+        let r = &self.reordering;
+        let mut found = Vec::new();
+        let (Some(latest), Some(highest)) = (
+            r.latest_sent_acked,
+            self.sacked.iter().next_back().map(|(_, e)| e),
+        ) else {
+            return found;
+        };
+        if r.steps == 0 {
+            return found;
+        }
+        let window = (self.rtt.min() / 4 * r.steps).min(self.rtt.srtt());
+        let from = self.loss_floor.max(self.base_seq);
+        'gaps: for (s, e) in self.sacked.gaps(from, highest) {
+            for seq in s..e {
+                let Some(p) = self.packet(seq) else { continue };
+                if p.state != SentState::Outstanding || p.retransmitted {
+                    continue;
+                }
+                // First transmissions go out in sequence order: the rest are later still.
+                if p.time + window > latest {
+                    break 'gaps;
+                }
+                found.push(seq);
+            }
+        }
+        found
     }
 
     /// Retransmissions lost again, found as RFC 8985 (RACK) finds losses: a packet sent after
@@ -867,6 +1061,14 @@ impl Path {
         self.stats.rto_count += 1;
         self.backoff += 1;
         self.pf = true;
+        self.reordering.undo_left = None;
+        // Linux's `tcp_enter_loss`: a DupThresh that held back losses DupThresh would have
+        // found falls back to it.
+        if self.reordering.dup_thresh > DUP_THRESH
+            && self.sacked.iter().map(|(s, e)| e - s).sum::<u64>() >= DUP_THRESH
+        {
+            self.reordering.dup_thresh = DUP_THRESH;
+        }
         if self.state != PathState::Opening && self.rtt.has_sample() {
             self.cc.on_rto(now, self.in_flight);
         }
@@ -876,9 +1078,13 @@ impl Path {
             match p.state {
                 SentState::Outstanding => {
                     p.state = SentState::Lost;
+                    p.lost_by_ack = false;
                     self.lost.push_back(base + i as u64);
                 }
-                SentState::Lost => self.lost.push_back(base + i as u64),
+                SentState::Lost => {
+                    p.lost_by_ack = false;
+                    self.lost.push_back(base + i as u64);
+                }
                 _ => {}
             }
         }

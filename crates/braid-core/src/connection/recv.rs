@@ -93,7 +93,7 @@ impl Connection {
         }
         let mut to_close = Vec::new();
         for f in parsed.into_iter().flatten().chain(spill) {
-            self.process_frame(now, idx, f, &mut to_close);
+            self.process_frame(now, idx, f, ack_eliciting, &mut to_close);
         }
         for (id, reason) in to_close {
             if let Some(i) = self.path_index(id) {
@@ -153,6 +153,7 @@ impl Connection {
         now: Instant,
         idx: usize,
         frame: Frame<'_>,
+        ack_eliciting: bool,
         to_close: &mut Vec<(PathId, PathCloseReason)>,
     ) {
         match frame {
@@ -161,7 +162,21 @@ impl Connection {
                 cum,
                 ts_echo,
                 ranges,
-            } => self.on_ack_frame(now, idx, cum, ts_echo, ranges.iter()),
+            } => {
+                // A frame with as many ranges as the peer puts in such a packet (fewer in one
+                // that carries data) may have left lower ones out.
+                let limit = if ack_eliciting {
+                    super::transmit::DATA_PACKET_RANGES
+                } else {
+                    crate::wire::MAX_ACK_RANGES
+                };
+                let unreported_below = if ranges.len() >= limit {
+                    ranges.iter().next().map(|(s, _)| s)
+                } else {
+                    None
+                };
+                self.on_ack_frame(now, idx, cum, ts_echo, ranges.iter(), unreported_below)
+            }
             Frame::DataAck {
                 cum,
                 window,
@@ -280,6 +295,7 @@ impl Connection {
         cum: u64,
         ts_echo: u32,
         ranges: impl Iterator<Item = (u64, u64)>,
+        unreported_below: Option<u64>,
     ) {
         if cum > self.paths[idx].next_seq {
             self.stats.dropped.protocol += 1;
@@ -302,6 +318,9 @@ impl Connection {
         let echo = now.from_wire_echo(ts_echo);
         let p = &mut self.paths[idx];
         let was_pf = p.pf;
+        if let Some(lowest) = unreported_below {
+            p.ack_truncated_at(lowest);
+        }
         let out = p.on_ack(now, cum, echo, ranges, &self.cfg, &self.coupling_scratch);
         if was_pf && !p.pf {
             self.events.push_back(Event::PathRecovered { path: p.id });

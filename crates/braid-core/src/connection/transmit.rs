@@ -28,7 +28,7 @@ pub struct Transmit {
 }
 
 /// Ranges per ACK / DATA_ACK frame in packets that carry data (like TCP's few SACK blocks).
-const DATA_PACKET_RANGES: usize = 4;
+pub(crate) const DATA_PACKET_RANGES: usize = 4;
 /// Unacknowledged packets per path searched for the segment blocking the receive window.
 const OPPORTUNISTIC_SEARCH: usize = 32;
 /// Connection-level ranges in a pure acknowledgement: the lowest holes matter for
@@ -173,6 +173,8 @@ impl Connection {
                 ctrl: Vec::new(),
                 path_open: true,
                 state: SentState::Outstanding,
+                retransmitted: false,
+                lost_by_ack: false,
                 reinjected: false,
                 is_reinjection: false,
             },
@@ -199,6 +201,8 @@ impl Connection {
                 ctrl: Vec::new(),
                 path_open: false,
                 state: SentState::Outstanding,
+                retransmitted: false,
+                lost_by_ack: false,
                 reinjected: false,
                 is_reinjection: false,
             },
@@ -470,6 +474,8 @@ impl Connection {
                 ctrl,
                 path_open: false,
                 state: SentState::Outstanding,
+                retransmitted: false,
+                lost_by_ack: false,
                 reinjected: false,
                 is_reinjection: false,
             },
@@ -650,6 +656,8 @@ impl Connection {
                 ctrl: Vec::new(),
                 path_open: false,
                 state: SentState::Outstanding,
+                retransmitted: false,
+                lost_by_ack: false,
                 reinjected: false,
                 is_reinjection: false,
             },
@@ -991,6 +999,8 @@ impl Connection {
                 ctrl,
                 path_open: false,
                 state: SentState::Outstanding,
+                retransmitted: false,
+                lost_by_ack: false,
                 reinjected: kind == SegmentKind::Copy,
                 is_reinjection: kind == SegmentKind::Reinjection,
             },

@@ -784,6 +784,7 @@ fn build_config(c: &ConnectionSpec) -> Result<Config, CheckError> {
         idle_timeout: None,
         opportunistic_retransmission: c.opportunistic_retransmission,
         linux_recovery: c.linux_recovery,
+        adaptive_reordering: c.adaptive_reordering,
         stretch_acks: false,
         congestion: congestion.factory(c.initial_window),
         scheduler: scheduler.factory(),

@@ -53,6 +53,9 @@ pub struct ConnectionSpec {
     /// resent on their path, one window reduction per recovery episode); off by default, as
     /// the README's figures were measured. The tunnel's hosts' TCP follows it.
     pub linux_recovery: bool,
+    /// A path that reorders learns its reordering (`Config::adaptive_reordering`); off by
+    /// default, as the README's figures were measured.
+    pub adaptive_reordering: bool,
     /// Floor of RTTVAR in the REJ formula.
     pub rej_min_rttvar: Dur,
     /// Liveness probes as `braid tunnel` sends them (every keepalive on every link, answered
@@ -85,6 +88,7 @@ impl Default for ConnectionSpec {
             max_datagram_size: c.max_datagram_size as u32,
             opportunistic_retransmission: c.opportunistic_retransmission,
             linux_recovery: c.linux_recovery,
+            adaptive_reordering: c.adaptive_reordering,
             rej_min_rttvar: Dur(braid_core::reinject::REJ_MIN_RTTVAR),
             liveness_probe: None,
         }

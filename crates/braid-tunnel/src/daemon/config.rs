@@ -305,6 +305,10 @@ pub struct ConnectionConfig {
     /// retransmission lost again is resent on its path rather than after the RTO, and a
     /// path's window is reduced once per recovery episode.
     pub linux_recovery: bool,
+    /// A path that reorders learns its reordering (`braid_core::Config::adaptive_reordering`):
+    /// its DupThresh rises, losses are also declared by time, and the window cut of losses
+    /// found spurious is undone, as Linux does. On by default.
+    pub adaptive_reordering: bool,
     /// Shared receive buffer, bytes (≥ 2 × BDP of the slower path for aggregation).
     pub receive_buffer: u64,
     /// Send buffer, bytes.
@@ -340,6 +344,7 @@ impl Default for ConnectionConfig {
             reinjection: "rejg1".into(),
             congestion: "cubic".into(),
             linux_recovery: true,
+            adaptive_reordering: true,
             receive_buffer: 16 << 20,
             send_buffer: 16 << 20,
             max_datagram_size: 0,
@@ -893,6 +898,7 @@ pub(crate) fn core_config(
         initial_window: c.initial_window,
         congestion: congestion.factory(c.initial_window),
         linux_recovery: c.linux_recovery,
+        adaptive_reordering: c.adaptive_reordering,
         scheduler: scheduler.factory(),
         reinjection: reinjection.shared(),
         ..d

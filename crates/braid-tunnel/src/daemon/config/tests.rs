@@ -28,6 +28,7 @@ fn a_minimal_client_config_loads_with_defaults() {
     assert_eq!(c.tun.mtu, 1400);
     assert_eq!(c.connection.scheduler, "arrival");
     assert!(c.connection.linux_recovery);
+    assert!(c.connection.adaptive_reordering);
     assert_eq!(c.link_gateway(1), "192.0.2.1:7000".parse().unwrap());
     // A backup link makes `auto` the backup mode.
     assert_eq!(c.pm_config().unwrap().mode, braid_pm::Mode::Backup);
@@ -35,6 +36,7 @@ fn a_minimal_client_config_loads_with_defaults() {
     let core = c.tunnel_config().unwrap().core;
     assert_eq!(core.max_datagram_size, 1472 - 29 - 4);
     assert!(core.linux_recovery);
+    assert!(core.adaptive_reordering);
     let env = [("BRAID_TUNNEL_CONNECTION_LINUX_RECOVERY", "false")]
         .map(|(k, v)| (k.to_string(), v.to_string()));
     let stock = ClientConfig::parse(&client_toml(), env).unwrap();
