@@ -58,13 +58,12 @@ pub struct Config {
     /// (RFC 6675 §5: until everything sent before it is acknowledged), not again for packets
     /// lost during it. Off by default: the experiments' figures were measured without it.
     pub linux_recovery: bool,
-    /// A path that reorders raises its DupThresh to the reordering it shows and declares
-    /// losses by time as well (RFC 8985's reordering window), as Linux does (`tp->reordering`,
-    /// RACK): a loss found spurious (the first transmission of a packet declared lost is
+    /// A path that reorders raises its DupThresh to the reordering it shows, declares losses
+    /// by time as well (RFC 8985's reordering window) and undoes the window cut of a recovery
+    /// episode whose losses all proved spurious, as Linux does (`tp->reordering`, RACK, undo):
+    /// a loss found spurious (the first transmission of a packet declared lost is
     /// acknowledged) is the evidence. Off by default: the experiments' figures were measured
-    /// without it, and a receiver that acknowledges more holes than its ACK frame carries
-    /// (a packet that carries data takes four ranges) reports the lowest late, which reads as
-    /// reordering.
+    /// without it (`braid tunnel` turns it on).
     pub adaptive_reordering: bool,
     /// Slow start counts every byte an acknowledgement covers, as Linux does
     /// (`tcp_slow_start()`: a stretch acknowledgement for many segments grows the window by

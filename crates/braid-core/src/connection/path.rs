@@ -768,6 +768,8 @@ impl Path {
     ) -> AckOutcome {
         let mut out = AckOutcome::default();
         let mut progress = false;
+        // What the acknowledged packets say of the path's reordering, if it is to be learnt.
+        let learn = cfg.adaptive_reordering;
         let mut evidence = AckEvidence {
             unreported_below: self.reordering.unreported_below,
             now,
@@ -784,7 +786,9 @@ impl Path {
             let Some(p) = self.sent.pop_front() else {
                 break;
             };
-            evidence.note(self.base_seq, &p);
+            if learn {
+                evidence.note(self.base_seq, &p);
+            }
             self.base_seq += 1;
             match p.state {
                 SentState::Outstanding => {
@@ -816,7 +820,9 @@ impl Path {
                     let Some(p) = self.packet_mut(seq) else {
                         continue;
                     };
-                    evidence.note(seq, p);
+                    if learn {
+                        evidence.note(seq, p);
+                    }
                     let size = u64::from(p.size);
                     let was = p.state;
                     p.state = SentState::Sacked;
@@ -870,7 +876,7 @@ impl Path {
         } else {
             self.stats.duplicate_acks += 1;
         }
-        if cfg.adaptive_reordering && self.reordering.learn(&evidence) {
+        if learn && self.reordering.learn(&evidence) {
             // The episode was no loss: its reduction is undone and it is over.
             self.cc.undo();
             self.recovery_point = None;
