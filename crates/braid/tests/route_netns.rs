@@ -182,8 +182,9 @@ fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
                 "-c",
                 "10.0.0.1",
                 "-R",
+                // Long enough for the fade (13 s), up to six idle seconds and the cut.
                 "-t",
-                "25",
+                "30",
                 "-J",
                 "--logfile",
                 report.to_str().unwrap(),
@@ -256,16 +257,29 @@ fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
     }
     m.set_loss(1, 3, RAMP[2].1).unwrap();
     std::thread::sleep(Duration::from_secs(RAMP[2].0 - 1));
-    // The last second before the cut. A subflow the kernel's scheduler left idle for that
-    // second (once in CI: 180 B/s through M3 and through M4 alike) says nothing about its
-    // route: then the fade's last step lasts a second longer and the next second is sampled,
-    // up to two more times.
-    let (mut via_m3, mut via_m4) = (0, 0);
-    for _ in 0..3 {
+    // The last second before the cut. A subflow the kernel left idle for that second says
+    // nothing about its route: then the fade's last step lasts a second longer and the next
+    // second is sampled. Seen in CI: 180 B/s through M3 and M4 alike for one second; once
+    // 828 B/s (babeld's hellos only) for three. The likely cause is the subflow's
+    // retransmission timer: what it sent through M3 at 60–85 % loss, before the route moved,
+    // backs its RTO off (0.2, 0.4, 0.8, 1.6, 3.2 s…), and it sends nothing until that timer
+    // fires, whichever way the route goes. Up to six seconds, then; the sender's `ss` view of
+    // every idle second is printed.
+    let (mut via_m3, mut via_m4, mut idle_s) = (0, 0, 0);
+    let mut idle_ss = String::new();
+    for _ in 0..6 {
         (via_m3, via_m4) = via();
         if via_m3.max(via_m4) > 50_000 {
             break;
         }
+        idle_s += 1;
+        // The sender's view of its lane-e2 subflows (backoff, rto), for the record.
+        let ss = m
+            .ns(1)
+            .output(&["ss", "-tni", "src", "10.2.0.1"])
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        idle_ss.push_str(&format!("second {idle_s}: {}\n", ss.trim()));
     }
     let (acks_m3, acks_m4) = acks.get();
     let st1 = status(&m, 1, &routes);
@@ -310,7 +324,7 @@ fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
         .unwrap_or(0.0)
         / 1e6;
     eprintln!(
-        "subflows follow: lane e2 to M8 before the cut {lane2:?}; M1 e2 → M3 {via_m3_before} B/s before the fade, {via_m3} B/s in the last second before the cut, → M4 {via_m4} B/s (received from M3 {acks_m3}, from M4 {acks_m4} B/s); iperf3 {mbit:.1} Mbit/s over 25 s; lane-e2 subflows after the cut {lane2_subflows:?}"
+        "subflows follow: lane e2 to M8 before the cut {lane2:?}; M1 e2 → M3 {via_m3_before} B/s before the fade, {via_m3} B/s in the last second before the cut (after {idle_s} idle), → M4 {via_m4} B/s (received from M3 {acks_m3}, from M4 {acks_m4} B/s); iperf3 {mbit:.1} Mbit/s over 30 s; lane-e2 subflows after the cut {lane2_subflows:?}\n{idle_ss}"
     );
     assert_eq!(
         lane2,
@@ -319,7 +333,7 @@ fn e13_topology_babeld_braid_route_and_kernel_mptcp() {
     );
     assert!(
         via_m4 > 50_000 && via_m3 < via_m4 / 10,
-        "lane e2's subflow should now go through M4: M3 {via_m3} B/s, M4 {via_m4} B/s"
+        "lane e2's subflow should now go through M4: M3 {via_m3} B/s, M4 {via_m4} B/s\n{idle_ss}"
     );
     assert!(
         mbit > 5.0,
