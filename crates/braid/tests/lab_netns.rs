@@ -631,6 +631,8 @@ fn braid_pm_endpoint_keeps_the_backup_link_for_the_blockage() {
     let dir = std::env::temp_dir().join(format!("braid-lab-pm-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    // Removed when the test ends, a failed assertion included.
+    let _dir = Dir(dir.clone());
     let file = dir.join("e2-backup.toml");
     std::fs::write(&file, format!("{base}{backup}")).unwrap();
     let keep = dir.join("keep");
@@ -679,7 +681,6 @@ fn braid_pm_endpoint_keeps_the_backup_link_for_the_blockage() {
         "{status:#}"
     );
     assert_eq!(status["stats"]["kernel_request_errors"], 0, "{status:#}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `--endpoint mptcpd`: kernel MPTCP with mptcpd (its packaged `addr_adv` plugin) making the
