@@ -10,7 +10,7 @@ mod netns;
 
 use std::sync::Mutex;
 
-use netns::require_root;
+use netns::{Dir, require_root};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -113,7 +113,8 @@ struct Lab {
     root: std::path::PathBuf,
     /// The file up to its variants.
     base: String,
-    dir: std::path::PathBuf,
+    /// Its variant files and `--keep` output, removed with the `Lab`, a failed test included.
+    dir: Dir,
 }
 
 impl Lab {
@@ -128,14 +129,18 @@ impl Lab {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        Lab { root, base, dir }
+        Lab {
+            root,
+            base,
+            dir: Dir(dir),
+        }
     }
 
     /// `braid lab --json` on the file with one variant, `pm.mode = mode`, one run: its JSON
     /// and standard error, followed by braid pm's log and final status when it ran (kept with
     /// `--keep`: what a failed assertion needs to be understood).
     fn run(&self, endpoint: &str, mode: &str, set: &[&str]) -> (serde_json::Value, String) {
-        let file = self.dir.join(format!("{mode}.toml"));
+        let file = self.dir.0.join(format!("{mode}.toml"));
         std::fs::write(
             &file,
             format!(
@@ -145,7 +150,7 @@ impl Lab {
         )
         .unwrap();
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_braid"));
-        let keep = self.dir.join("keep");
+        let keep = self.dir.0.join("keep");
         let _ = std::fs::remove_dir_all(&keep);
         cmd.args(["lab", file.to_str().unwrap(), "--endpoint", endpoint])
             .args(["--reps", "1", "--json", "-q", "--keep"])
@@ -166,11 +171,5 @@ impl Lab {
             }
         }
         (serde_json::from_slice(&out.stdout).expect("JSON"), err)
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
