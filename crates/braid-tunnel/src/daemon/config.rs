@@ -4,7 +4,8 @@
 //! same types and produce the same errors. The variable for a key is `BRAID_TUNNEL_` followed
 //! by its path in upper case with `_` between the parts: `gateway` → `BRAID_TUNNEL_GATEWAY`,
 //! `connection.scheduler` → `BRAID_TUNNEL_CONNECTION_SCHEDULER`, `link[1].backup` →
-//! `BRAID_TUNNEL_LINK_1_BACKUP`. A value is read as TOML (`8`, `true`, `["a", "b"]`) and
+//! `BRAID_TUNNEL_LINK_1_BACKUP`, `pm.capacity.headroom` → `BRAID_TUNNEL_PM_CAPACITY_HEADROOM`.
+//! A value is read as TOML (`8`, `true`, `["a", "b"]`) and
 //! otherwise as a string.
 
 use std::net::{IpAddr, SocketAddr};
@@ -488,11 +489,13 @@ impl ClientConfig {
         if self.links.is_empty() {
             return err("link: at least one [[link]] is needed");
         }
-        for (key, v) in [
-            ("dead_after_ms", self.dead_after_ms),
-            ("keepalive_ms", self.keepalive_ms),
-        ] {
-            timer_ms(key, v)?;
+        timer_ms("keepalive_ms", self.keepalive_ms, MIN_KEEPALIVE_MS)?;
+        timer_ms("dead_after_ms", self.dead_after_ms, MIN_DEAD_AFTER_MS)?;
+        if self.dead_after_ms <= self.keepalive_ms {
+            return err(format!(
+                "dead_after_ms ({}) must be longer than keepalive_ms ({}): an idle connection would be replaced before its liveness probe is answered",
+                self.dead_after_ms, self.keepalive_ms
+            ));
         }
         for (i, l) in self.links.iter().enumerate() {
             ifname(&format!("link[{i}].name"), &l.name)?;
@@ -606,7 +609,11 @@ impl GatewayConfig {
         if self.listen.is_empty() {
             return err("listen: at least one UDP address is needed");
         }
-        timer_ms("client_timeout_ms", self.client_timeout_ms)?;
+        timer_ms(
+            "client_timeout_ms",
+            self.client_timeout_ms,
+            MIN_DEAD_AFTER_MS,
+        )?;
         for (i, c) in self.clients.iter().enumerate() {
             key(&format!("client[{i}].public_key"), &c.public_key)?;
             if c.allowed_ips.is_empty() {
@@ -788,11 +795,17 @@ fn log_format(ops: &OpsConfig) -> Result<(), ConfigError> {
 
 /// The longest timer a configuration may set (a day): a later deadline overflows a clock.
 const MAX_TIMER_MS: u64 = 86_400_000;
+/// The shortest liveness probe interval: 100 probes a second per link when idle.
+const MIN_KEEPALIVE_MS: u64 = 10;
+/// The shortest silence after which a peer is given up.
+const MIN_DEAD_AFTER_MS: u64 = 100;
 
-fn timer_ms(key: &str, v: u64) -> Result<(), ConfigError> {
-    if v > MAX_TIMER_MS {
+/// A timer of the daemons in milliseconds: at least `min` (a shorter one would flood the
+/// links with probes or give up on a healthy peer between two of its packets), at most a day.
+fn timer_ms(key: &str, v: u64, min: u64) -> Result<(), ConfigError> {
+    if !(min..=MAX_TIMER_MS).contains(&v) {
         return err(format!(
-            "{key}: {v} out of range: allowed 0..={MAX_TIMER_MS} (a day)"
+            "{key}: {v} out of range: allowed {min}..={MAX_TIMER_MS} (a day)"
         ));
     }
     Ok(())
@@ -1196,6 +1209,8 @@ impl Checked for GatewayConfig {
 
 /// Tables whose keys an environment variable may name (`BRAID_TUNNEL_<TABLE>_<KEY>`).
 const TABLES: &[&str] = &["tun", "connection", "batch", "pm", "ops", "datagram"];
+/// Tables inside those tables (`BRAID_TUNNEL_PM_CAPACITY_HEADROOM` → `pm.capacity.headroom`).
+const SUBTABLES: &[(&str, &str)] = &[("pm", "hmm"), ("pm", "capacity")];
 /// Arrays of tables (`BRAID_TUNNEL_<ARRAY>_<INDEX>_<KEY>`).
 const ARRAYS: &[&str] = &["link", "client", "class"];
 
@@ -1242,9 +1257,24 @@ fn apply_env(table: &mut toml::Table, name: &str, value: &str) -> Result<(), Con
             let sub = table
                 .entry(t.to_string())
                 .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-            let Some(sub) = sub.as_table_mut() else {
+            let Some(mut sub) = sub.as_table_mut() else {
                 return err(format!("{name}: `{t}` is not a table in the file"));
             };
+            let mut k = k;
+            if let Some((inner, rest)) = SUBTABLES
+                .iter()
+                .filter(|(outer, _)| outer == t)
+                .find_map(|(_, inner)| Some((*inner, k.strip_prefix(&format!("{inner}_"))?)))
+            {
+                let entry = sub
+                    .entry(inner.to_string())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                let Some(inner_table) = entry.as_table_mut() else {
+                    return err(format!("{name}: `{t}.{inner}` is not a table in the file"));
+                };
+                sub = inner_table;
+                k = rest;
+            }
             sub.insert(k.to_string(), value);
             return Ok(());
         }

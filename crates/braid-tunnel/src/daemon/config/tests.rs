@@ -61,6 +61,72 @@ fn environment_overrides_keys_in_tables_arrays_and_top_level() {
 }
 
 #[test]
+fn environment_overrides_keys_of_the_path_managers_inner_tables() {
+    let env = [
+        ("BRAID_TUNNEL_PM_MODE", "cross-cap"),
+        ("BRAID_TUNNEL_LINK_0_THRESHOLD_DBM", "-75.0"),
+        ("BRAID_TUNNEL_PM_CAPACITY_HEADROOM", "0.8"),
+        ("BRAID_TUNNEL_PM_CAPACITY_SAMPLE_MS", "500"),
+        ("BRAID_TUNNEL_PM_HMM_WINDOW", "7"),
+    ]
+    .map(|(k, v)| (k.to_string(), v.to_string()));
+    let c = ClientConfig::parse(&client_toml(), env).unwrap();
+    assert_eq!(c.pm.mode, "cross-cap");
+    let cap =
+        c.pm.capacity
+            .as_ref()
+            .expect("[pm.capacity] from the environment");
+    assert_eq!(cap.headroom, Some(0.8));
+    assert_eq!(cap.sample_ms, Some(500));
+    assert_eq!(c.pm.hmm.as_ref().expect("[pm.hmm]").window, Some(7));
+    // An unknown key inside them is named with its whole path.
+    let env =
+        [("BRAID_TUNNEL_PM_CAPACITY_HEADRUM", "0.8")].map(|(k, v)| (k.to_string(), v.to_string()));
+    let e = ClientConfig::parse(&client_toml(), env).unwrap_err().0;
+    assert!(e.contains("pm.capacity.headrum"), "{e}");
+}
+
+#[test]
+fn timers_that_would_flood_the_links_or_drop_a_healthy_peer_are_refused() {
+    let with = |top: &str| {
+        let text = client_toml().replace("[tun]", &format!("{top}\n[tun]"));
+        ClientConfig::parse(&text, []).map(|_| ()).map_err(|e| e.0)
+    };
+    let e = with("keepalive_ms = 0").unwrap_err();
+    assert!(
+        e.starts_with("keepalive_ms: 0 out of range: allowed 10.."),
+        "{e}"
+    );
+    let e = with("dead_after_ms = 0").unwrap_err();
+    assert!(
+        e.starts_with("dead_after_ms: 0 out of range: allowed 100.."),
+        "{e}"
+    );
+    let e = with("keepalive_ms = 2000\ndead_after_ms = 1500").unwrap_err();
+    assert!(
+        e.starts_with("dead_after_ms (1500) must be longer than keepalive_ms (2000)"),
+        "{e}"
+    );
+    with("keepalive_ms = 10\ndead_after_ms = 100").unwrap();
+    let gw = |timeout: &str| {
+        GatewayConfig::parse(
+            &format!(
+                "private_key = \"{KEY_B}\"\nlisten = [\"0.0.0.0:7000\"]\nclient_timeout_ms = {timeout}\n[tun]\naddress = \"10.200.0.1/24\"\n"
+            ),
+            [],
+        )
+        .map(|_| ())
+        .map_err(|e| e.0)
+    };
+    let e = gw("0").unwrap_err();
+    assert!(
+        e.starts_with("client_timeout_ms: 0 out of range: allowed 100.."),
+        "{e}"
+    );
+    gw("3000").unwrap();
+}
+
+#[test]
 fn errors_are_one_line_and_name_the_key() {
     let bad = client_toml().replace("[tun]", "[tun]\nmtuu = 3");
     let e = ClientConfig::parse(&bad, []).unwrap_err().0;
