@@ -19,6 +19,8 @@ pub enum ControlError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("control socket: the path is empty (give a file, e.g. /run/braid/pm.sock)")]
+    EmptyPath,
     #[error("control socket {0} is in use by a running daemon")]
     InUse(PathBuf),
     #[error("cannot reach the daemon at {path} ({source}): is it running?")]
@@ -36,6 +38,10 @@ pub async fn serve(
     path: &Path,
     handler: Handler,
 ) -> Result<tokio::task::JoinHandle<()>, ControlError> {
+    // An empty path would bind an unnamed socket nobody can reach.
+    if path.as_os_str().is_empty() {
+        return Err(ControlError::EmptyPath);
+    }
     if path.exists() {
         if UnixStream::connect(path).await.is_ok() {
             return Err(ControlError::InUse(path.to_path_buf()));
@@ -171,6 +177,14 @@ mod tests {
         assert_eq!(request(&path, "x").await.unwrap(), 1);
         task.abort();
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_empty_path_is_refused() {
+        let e = serve(Path::new(""), Arc::new(|_| serde_json::json!(1)))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ControlError::EmptyPath), "{e}");
     }
 
     #[tokio::test]

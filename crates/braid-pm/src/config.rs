@@ -213,9 +213,9 @@ impl Config {
         if self.mode.uses_signal() && !self.ifaces.iter().any(|i| i.threshold_dbm.is_some()) {
             return Err("a cross-layer mode needs at least one interface with a threshold".into());
         }
-        if self.mode.capacity_aware() {
-            self.capacity.validate()?;
-        }
+        // Checked in every mode: a value the file gives is wrong whether or not the mode
+        // reads it.
+        self.capacity.validate()?;
         if self.mode.base() == Mode::CrossLayerBackup {
             if !self.ifaces.iter().any(|i| i.backup) {
                 return Err("mode cross-backup needs an interface with backup = true".into());
@@ -288,8 +288,7 @@ pub struct CapacitySettings {
 }
 
 impl CapacitySettings {
-    /// The settings over the defaults ([`Config::validate`] checks them in the
-    /// capacity-aware modes).
+    /// The settings over the defaults ([`Config::validate`] checks them).
     pub fn config(&self) -> CapacityConfig {
         let d = CapacityConfig::default();
         let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);

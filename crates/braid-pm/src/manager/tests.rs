@@ -468,6 +468,14 @@ fn configuration_errors_say_what_is_allowed() {
     assert!(bad(&|c| c.ifaces[0].alpha = 0.0).contains("0 < alpha ≤ 1"));
     assert!(bad(&|c| c.ifaces[0].threshold_dbm = None).contains("threshold"));
     assert!(bad(&|c| c.mode = Mode::CrossLayerBackup).contains("backup = true"));
+    // The capacity settings are checked in modes that do not read them too.
+    assert!(
+        bad(&|c| {
+            c.mode = Mode::FullMesh;
+            c.capacity.main_share = 2.0;
+        })
+        .contains("main_share")
+    );
 }
 
 fn closed(m: &mut Manager, t: u64, subflow: Option<u64>, iface: Option<IfaceId>) {
