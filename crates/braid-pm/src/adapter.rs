@@ -152,9 +152,12 @@ impl ConnAdapter {
     pub fn translate(&self, e: &CoreEvent) -> Option<Event> {
         let conn = self.conn;
         Some(match *e {
+            // The path that established the connection was reported just before
+            // (`PathEstablished` comes first): it is not always path 0, whose open may have
+            // failed and been replaced.
             CoreEvent::Connected => Event::ConnectionEstablished {
                 conn,
-                subflow: Some(SubflowId(0)),
+                subflow: None,
                 local: self.endpoint(self.first),
                 remote: self.peer,
                 iface: Some(iface_of(self.first)),

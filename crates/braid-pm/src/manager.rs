@@ -155,6 +155,9 @@ pub struct Stats {
     pub bad_samples: u64,
     /// Re-evaluations of an interface after one of its subflows closed or failed.
     pub reopen_checks: u64,
+    /// New initial paths opened for connections whose paths all went before they were
+    /// established.
+    pub initial_reopened: u64,
     /// Capacity-aware modes: traffic samples taken, and times a fading interface was kept
     /// active because the other links had not been seen carrying the demand.
     pub traffic_samples: u64,
@@ -799,6 +802,74 @@ impl Manager {
         );
     }
 
+    /// A new initial path for a connection not established yet whose paths all went
+    /// ([`Manager::on_subflow_closed`]): from `preferred` if it is usable, else from the first
+    /// usable interface that is not a backup, else from a usable backup, to the peer's
+    /// primary address (the one the first path went to). With no usable interface it asks
+    /// again after the next backoff.
+    fn open_initial(&mut self, c: ConnId, preferred: IfaceId) {
+        let Some(conn) = self.conns.get(&c) else {
+            return;
+        };
+        if !conn.subflows.is_empty() {
+            return;
+        }
+        let remote = conn.remote;
+        let usable: Vec<(IfaceId, bool)> = self
+            .ifaces
+            .iter()
+            .filter(|&(&id, _)| self.available(id))
+            .map(|(&id, i)| (id, i.cfg.backup))
+            .collect();
+        let pick = usable
+            .iter()
+            .find(|&&(id, _)| id == preferred)
+            .or_else(|| usable.iter().find(|&&(_, backup)| !backup))
+            .or_else(|| usable.first())
+            .copied();
+        let Some((iface, backup)) = pick else {
+            let now = self.now;
+            let r = self.reopen.entry((c, preferred)).or_insert(Reopen {
+                at: None,
+                delay: REOPEN_MIN,
+            });
+            r.at = Some(now + r.delay);
+            r.delay = (r.delay * 2).min(REOPEN_MAX);
+            return;
+        };
+        let Some(&(id, addr)) = self.ifaces.get(&iface).and_then(|i| i.locals.first()) else {
+            return;
+        };
+        let local = Endpoint {
+            id,
+            addr: addr.map(|ip| std::net::SocketAddr::new(ip, 0)),
+        };
+        self.stats.initial_reopened += 1;
+        self.conns
+            .get_mut(&c)
+            .expect("known")
+            .subflows
+            .push(Subflow {
+                id: None,
+                iface,
+                local,
+                backup,
+                duplicate: false,
+                watch: false,
+            });
+        self.push(
+            iface,
+            Command::CreateSubflow {
+                conn: c,
+                iface,
+                local,
+                remote,
+                backup,
+            },
+            Reason::Reopen,
+        );
+    }
+
     fn remove(&mut self, c: ConnId, s: &Subflow, reason: Reason) {
         let conn = self.conns.get_mut(&c).expect("known");
         conn.subflows
@@ -937,6 +1008,41 @@ impl Manager {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
+        if c.initiator && !c.established {
+            // The connection's initial path went before the connection was established (its
+            // address removed or its path declared broken during the handshake, or a new
+            // initial path refused): nothing else reaches the peer, and nothing would open
+            // another path, since subflows join an established connection. A new initial
+            // path goes out after the reopen backoff, from this interface if it is usable
+            // then and otherwise from another ([`Manager::open_initial`]).
+            c.subflows.retain(|s| {
+                let closed = (subflow.is_some() && s.id == subflow)
+                    || (s.id.is_none() && Some(s.iface) == iface);
+                !closed
+            });
+            let Some(iface) = iface else { return };
+            if c.subflows.is_empty() {
+                let now = self.now;
+                // One backoff for the connection, whichever interface the last try used.
+                let delay = self
+                    .reopen
+                    .iter()
+                    .filter(|((x, _), _)| *x == conn)
+                    .map(|(_, r)| r.delay)
+                    .max()
+                    .unwrap_or(REOPEN_MIN);
+                let r = self
+                    .reopen
+                    .entry((conn, iface))
+                    .or_insert(Reopen { at: None, delay });
+                r.delay = r.delay.max(delay);
+                if r.at.is_none() {
+                    r.at = Some(now + r.delay);
+                    r.delay = (r.delay * 2).min(REOPEN_MAX);
+                }
+            }
+            return;
+        }
         let known = subflow.and_then(|id| c.subflows.iter().position(|s| s.id == Some(id)));
         let iface = match known {
             Some(i) => Some(c.subflows.remove(i).iface),
@@ -1047,6 +1153,9 @@ impl Manager {
                     subflows: Vec::new(),
                 });
                 c.established = true;
+                // The backoff of its initial paths, if one failed, is over.
+                self.reopen
+                    .retain(|(x, _), r| *x != *conn || r.at.is_some());
                 // The initial subflow.
                 if let (Some(id), Some(iface)) = (subflow, iface)
                     && !c.subflows.iter().any(|s| s.id == Some(*id))
@@ -1276,7 +1385,15 @@ impl PathManager for Manager {
                 r.at = None;
             }
             self.stats.reopen_checks += 1;
-            self.apply(c, iface, Reason::Reopen);
+            if self
+                .conns
+                .get(&c)
+                .is_some_and(|x| x.initiator && !x.established)
+            {
+                self.open_initial(c, iface);
+            } else {
+                self.apply(c, iface, Reason::Reopen);
+            }
         }
         self.sync_watch();
     }

@@ -104,3 +104,51 @@ fn all_links_down_then_back_the_transfer_resumes_within_a_second_and_completes()
         }
     }
 }
+
+/// The client's first link loses its address while the connection's first path is opening
+/// (5 ms into the run, before any answer; the first path opens at the start): the path
+/// manager opens a new first path over the other link, or over the same one once its address
+/// is back. Before, the connection had no path left and nothing opened one: nothing was
+/// delivered in the 40 s.
+#[test]
+fn a_first_path_lost_during_the_handshake_is_opened_again() {
+    let file = "kind = \"file\"\ndirection = \"down\"\nbytes = \"10MB\"";
+    for (case, events, first_data_by) in [
+        // Link b stays: data over it within a few backoffs of the loss.
+        (
+            "a lost, b up",
+            "[[event]]\nat = \"5ms\"\nlink = \"a\"\naction = \"addr-lost\"\n",
+            1.5,
+        ),
+        // Both links' addresses go, a's comes back at 3 s.
+        (
+            "a and b lost, a back at 3 s",
+            "[[event]]\nat = \"5ms\"\nlink = \"a\"\naction = \"addr-lost\"\n\
+             [[event]]\nat = \"5ms\"\nlink = \"b\"\naction = \"addr-lost\"\n\
+             [[event]]\nat = \"3s\"\nlink = \"a\"\naction = \"addr-back\"\n",
+            4.0,
+        ),
+    ] {
+        let text = scenario_text(1.0, file);
+        let base = &text[..text.find("[[event]]").expect("events")];
+        let text = format!("{base}{events}");
+        let plan = scenario::load_str(&text, "handshake.toml", Path::new("."), &[]).unwrap();
+        let r = world::run(&plan.variants[0], 1);
+        let first = r
+            .deliveries
+            .first()
+            .map(|(at, _)| Duration::from_micros(*at));
+        eprintln!(
+            "{case}: first data at {first:?}, completed at {:?}",
+            r.completed
+        );
+        assert!(
+            first.is_some_and(|t| t <= Duration::from_secs_f64(first_data_by)),
+            "{case}: first data at {first:?} (bound {first_data_by} s)"
+        );
+        assert!(
+            r.completed.is_some(),
+            "{case}: the transfer did not complete"
+        );
+    }
+}

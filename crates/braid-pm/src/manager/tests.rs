@@ -22,6 +22,23 @@ fn ms(v: u64) -> Instant {
 /// A manager with a Wi-Fi (threshold −82 dBm) and an LTE interface, an established connection,
 /// and the LTE subflow (the initial one) established.
 fn setup(mode: Mode, tweak: impl FnOnce(&mut Config)) -> Manager {
+    let mut m = created(mode, tweak);
+    m.handle_event(
+        ms(1),
+        &Event::ConnectionEstablished {
+            conn: C,
+            subflow: Some(SubflowId(100)),
+            local: ep(2, [10, 0, 2, 2]),
+            remote: ep(0, [192, 0, 2, 1]),
+            iface: Some(LTE),
+        },
+    );
+    m
+}
+
+/// As [`setup`], the connection created (its initial path opened from LTE) and not
+/// established yet.
+fn created(mode: Mode, tweak: impl FnOnce(&mut Config)) -> Manager {
     let mut wlan = IfaceConfig::new("wlan0");
     wlan.threshold_dbm = Some(-82.0);
     wlan.alpha = 1.0;
@@ -67,16 +84,6 @@ fn setup(mode: Mode, tweak: impl FnOnce(&mut Config)) -> Manager {
             remote,
             iface: Some(LTE),
             initiator: true,
-        },
-    );
-    m.handle_event(
-        ms(1),
-        &Event::ConnectionEstablished {
-            conn: C,
-            subflow: Some(SubflowId(100)),
-            local: ep(2, [10, 0, 2, 2]),
-            remote,
-            iface: Some(LTE),
         },
     );
     m
@@ -536,6 +543,83 @@ fn a_request_that_fails_is_forgotten_and_asked_again_with_backoff() {
     established(&mut m, t + 10, WLAN, 102, ep(1, [10, 0, 1, 2]));
     closed(&mut m, t + 20, Some(102), None);
     assert_eq!(m.poll_timeout(), Some(ms(t + 20) + REOPEN_MIN));
+}
+
+/// The initial path goes before the connection is established (its address removed during
+/// the handshake): a new initial path goes out after the backoff, from another usable
+/// interface, to the peer's primary address; a refused one is asked again with a longer
+/// backoff; once a path establishes the connection, the policy takes over as usual.
+#[test]
+fn a_connection_whose_initial_path_goes_before_it_is_established_gets_a_new_one() {
+    let mut m = created(Mode::FullMesh, |_| {});
+    assert!(
+        drain(&mut m).is_empty(),
+        "nothing before the connection is established"
+    );
+    // While the handshake is under way nothing else is opened, whatever happens.
+    m.handle_event(
+        ms(50),
+        &Event::IfaceUpdated {
+            iface: WLAN,
+            up: true,
+        },
+    );
+    assert!(until(&mut m, 3000).is_empty());
+    m.handle_event(
+        ms(3000),
+        &Event::LocalAddrRemoved {
+            iface: LTE,
+            id: AddrId(2),
+        },
+    );
+    closed(&mut m, 3000, Some(0), Some(LTE));
+    assert!(drain(&mut m).is_empty());
+    let cmds = until(&mut m, 3000 + REOPEN_MIN.as_millis() as u64);
+    let [
+        Command::CreateSubflow {
+            iface,
+            local,
+            remote,
+            ..
+        },
+    ] = cmds.as_slice()
+    else {
+        panic!("one new initial path: {cmds:?}");
+    };
+    assert_eq!((*iface, local.id), (WLAN, AddrId(1)));
+    assert_eq!(*remote, ep(0, [192, 0, 2, 1]));
+    assert_eq!(m.stats().initial_reopened, 1);
+    // Refused (the runtime cannot send yet): asked again, after a longer wait.
+    let t = 3000 + REOPEN_MIN.as_millis() as u64;
+    closed(&mut m, t, None, Some(WLAN));
+    assert_eq!(m.poll_timeout(), Some(ms(t) + REOPEN_MIN * 2));
+    let cmds = until(&mut m, t + 2 * REOPEN_MIN.as_millis() as u64);
+    assert!(creates(&cmds, WLAN) && !creates(&cmds, LTE), "{cmds:?}");
+    // It establishes the connection (the core reports the path first): no other path is
+    // assumed, and the full mesh opens LTE once its address is back.
+    let t = t + 2 * REOPEN_MIN.as_millis() as u64 + 30;
+    established(&mut m, t, WLAN, 2, ep(1, [10, 0, 1, 2]));
+    m.handle_event(
+        ms(t),
+        &Event::ConnectionEstablished {
+            conn: C,
+            subflow: None,
+            local: ep(2, [10, 0, 2, 2]),
+            remote: ep(0, [192, 0, 2, 1]),
+            iface: Some(LTE),
+        },
+    );
+    assert!(drain(&mut m).is_empty(), "LTE has no address");
+    m.handle_event(
+        ms(t + 10),
+        &Event::LocalAddrNew {
+            iface: LTE,
+            id: AddrId(2),
+            addr: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 2, 2))),
+        },
+    );
+    assert!(creates(&drain(&mut m), LTE));
+    assert_eq!(m.stats().initial_reopened, 2);
 }
 
 #[test]

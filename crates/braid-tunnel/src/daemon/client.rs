@@ -381,6 +381,7 @@ impl Transport for Client {
                 "traffic_samples": manager.stats().traffic_samples,
                 "demotions_withheld": manager.stats().demotions_withheld,
                 "backups_held": manager.stats().backups_held,
+                "initial_reopened": manager.stats().initial_reopened,
                 "demand_bps": manager.demand_bps(),
                 "ifaces": manager.ifaces().map(|i| json!({
                     "name": i.name, "rssi_dbm": i.rssi_dbm, "good": i.good,
