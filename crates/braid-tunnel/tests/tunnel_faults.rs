@@ -394,3 +394,44 @@ fn a_narrower_gateway_interface_is_announced_to_the_client() {
         "each path carries the upload: {received:?}"
     );
 }
+
+/// Link c0 is up but carries nothing from the start (the router drops its packets both ways,
+/// as behind an access point without an uplink): the handshake goes over the links that are up
+/// in turn and the connection's first path over the link the gateway answered on, so the
+/// tunnel carries a TCP transfer over c1 within a few seconds of the client's start. Before,
+/// the handshake went over c0 alone and the tunnel did not come up while c0 stayed silent.
+#[test]
+fn a_first_link_up_but_silent_from_the_start_does_not_hold_the_tunnel() {
+    let _s = serial();
+    if !require_root() {
+        return;
+    }
+    let topo = Topo::routed("bfs", Some([50, 30]));
+    let keys = Keys::new();
+    topo.router()
+        .iptables(&["-I FORWARD -i r0 -j DROP", "-I FORWARD -o r0 -j DROP"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _gw = Daemon::gateway(&topo.gw, gateway_config(&topo, &keys, ""));
+    let started = Instant::now();
+    let cl = Daemon::client(&topo.client, routed_client_config(&topo, &keys, ""));
+    let v = wait_paths(&cl, 1, Duration::from_secs(5));
+    let up_after = started.elapsed();
+    let rx = tcp_receiver_at(&topo.server, "0.0.0.0:5001");
+    let tx = tcp_sender_for(
+        &topo.client,
+        &format!("{SERVER}:5001"),
+        Duration::from_secs(2),
+    );
+    let _ = tx.join();
+    let got = rx.join().expect("receiver");
+    eprintln!(
+        "c0 silent from the start: a path established {up_after:?} after the client started; {} kB through c1 in 2 s\n{}",
+        got.bytes >> 10,
+        status_table(&v)
+    );
+    assert!(
+        got.bytes > 1 << 20,
+        "the tunnel carried {} bytes in 2 s with c1 working",
+        got.bytes
+    );
+}

@@ -66,6 +66,13 @@ pub(crate) struct Client {
     socks: Vec<udp::Socket>,
     /// The link of the connection's first path.
     first_link: usize,
+    /// The link the next handshake datagram goes over: they take the links that are up in
+    /// turn, so a link that is up but carries nothing (no uplink behind an access point, a
+    /// dead hop) cannot hold the handshake.
+    secure_next: usize,
+    /// The link whose datagram completed the latest handshake: it reaches the gateway, so the
+    /// connection's first path goes over it.
+    answered_link: Option<usize>,
     sec: Initiator,
     tunnel: Option<Tunnel>,
     pm: Pm,
@@ -181,6 +188,8 @@ impl Client {
             links,
             socks,
             first_link: 0,
+            secure_next: 0,
+            answered_link: None,
             sec,
             tunnel: None,
             pm: Pm {
@@ -415,7 +424,12 @@ impl Client {
         let mut rx = self.rx.take().unwrap_or_default();
         let mut socks = std::mem::take(&mut self.socks);
         udp::recv_all(&mut socks, &mut rx, RX_BUDGET, |i, _from, dg| {
-            if let Some(r) = self.on_datagram(now, dg) {
+            let sessions = self.sec.stats().sessions_established;
+            let reply = self.on_datagram(now, dg);
+            if self.sec.stats().sessions_established > sessions {
+                self.answered_link = Some(i);
+            }
+            if let Some(r) = reply {
                 let to = self.links[i].gateway;
                 self.replies.push((i, to, r));
             }
@@ -591,7 +605,12 @@ impl Client {
     }
 
     async fn send_secure(&mut self, datagram: &[u8]) {
-        let i = self.primary();
+        let n = self.links.len();
+        let i = (0..n)
+            .map(|k| (self.secure_next + k) % n)
+            .find(|&i| self.links[i].up)
+            .unwrap_or(0);
+        self.secure_next = i + 1;
         let to = self.links[i].gateway;
         self.drops.send_errors += self.socks[i].send(datagram, to).await;
     }
@@ -656,7 +675,10 @@ impl Client {
         t.gateway_instance = self.sec.gateway_instance();
         self.pathless_reported = false;
         self.pathless_with_link = None;
-        let first = self.primary();
+        let first = self
+            .answered_link
+            .filter(|&i| i < self.links.len() && self.links[i].up)
+            .unwrap_or_else(|| self.primary());
         self.first_link = first;
         let _ = t.conn.open_path(
             now,
