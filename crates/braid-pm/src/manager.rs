@@ -777,6 +777,19 @@ impl Manager {
         let Some(remote) = self.remote_for(conn, &local) else {
             return;
         };
+        self.request(c, iface, local, remote, backup, reason);
+    }
+
+    /// Records a subflow request (no id until it is established) and asks the runtime for it.
+    fn request(
+        &mut self,
+        c: ConnId,
+        iface: IfaceId,
+        local: Endpoint,
+        remote: Endpoint,
+        backup: bool,
+        reason: Reason,
+    ) {
         self.conns
             .get_mut(&c)
             .expect("known")
@@ -845,29 +858,7 @@ impl Manager {
             addr: addr.map(|ip| std::net::SocketAddr::new(ip, 0)),
         };
         self.stats.initial_reopened += 1;
-        self.conns
-            .get_mut(&c)
-            .expect("known")
-            .subflows
-            .push(Subflow {
-                id: None,
-                iface,
-                local,
-                backup,
-                duplicate: false,
-                watch: false,
-            });
-        self.push(
-            iface,
-            Command::CreateSubflow {
-                conn: c,
-                iface,
-                local,
-                remote,
-                backup,
-            },
-            Reason::Reopen,
-        );
+        self.request(c, iface, local, remote, backup, Reason::Reopen);
     }
 
     fn remove(&mut self, c: ConnId, s: &Subflow, reason: Reason) {
