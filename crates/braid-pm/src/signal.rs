@@ -46,8 +46,17 @@ struct JsonSample {
 pub fn parse_json_line(line: &str) -> Result<Sample, SignalError> {
     let j: JsonSample = serde_json::from_str(line.trim()).map_err(|e| {
         let m = e.to_string();
-        // serde quotes the input, which may be any Unicode: cut on a character boundary.
-        SignalError::Syntax(m.chars().take(120).collect())
+        // serde quotes the input, which may be any Unicode, a JSON-escaped newline included:
+        // control characters escaped (the error stays one line), cut on a character boundary.
+        let mut one_line = String::new();
+        for c in m.chars() {
+            if c.is_control() {
+                one_line.extend(c.escape_default());
+            } else {
+                one_line.push(c);
+            }
+        }
+        SignalError::Syntax(one_line.chars().take(120).collect())
     })?;
     check(j.iface, j.rssi_dbm, j.t)
 }
@@ -236,6 +245,8 @@ mod tests {
             r#"{"iface":"averyveryverylongname","rssi_dbm":-71}"#,
             r#"{"iface":"wlan0","rssi_dbm":12}"#,
             r#"{"iface":"wlan0","rssi_dbm":-71,"t":-1}"#,
+            // serde names the unknown field, here with a JSON-escaped newline in its name.
+            r#"{"t\nx":1}"#,
         ] {
             let e = parse_json_line(bad).unwrap_err().to_string();
             assert!(!e.contains('\n'), "{e}");
