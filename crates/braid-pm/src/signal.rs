@@ -45,18 +45,9 @@ struct JsonSample {
 /// Parses one JSON line.
 pub fn parse_json_line(line: &str) -> Result<Sample, SignalError> {
     let j: JsonSample = serde_json::from_str(line.trim()).map_err(|e| {
-        let m = e.to_string();
         // serde quotes the input, which may be any Unicode, a JSON-escaped newline included:
-        // control characters escaped (the error stays one line), cut on a character boundary.
-        let mut one_line = String::new();
-        for c in m.chars() {
-            if c.is_control() {
-                one_line.extend(c.escape_default());
-            } else {
-                one_line.push(c);
-            }
-        }
-        SignalError::Syntax(one_line.chars().take(120).collect())
+        // escaped as babeld's lines are (the error stays one line), cut on a character boundary.
+        SignalError::Syntax(e.to_string().escape_debug().take(120).collect())
     })?;
     check(j.iface, j.rssi_dbm, j.t)
 }
