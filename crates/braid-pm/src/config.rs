@@ -155,6 +155,10 @@ impl Default for HmmConfig {
     }
 }
 
+/// Shortest race delay for a connection's first path ([`Config::race`]; RFC 8305 allows
+/// 10 ms at the least).
+pub const RACE_MIN: std::time::Duration = std::time::Duration::from_millis(10);
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub mode: Mode,
@@ -169,6 +173,12 @@ pub struct Config {
     pub announce: bool,
     /// The capacity estimate of the capacity-aware modes (ignored by the others).
     pub capacity: CapacityConfig,
+    /// Happy Eyeballs for the first path (RFC 8305's Connection Attempt Delay): a connection
+    /// this side opened and not established this long after it was created opens a first
+    /// path over one more interface as well (interfaces that are not backups first), and
+    /// another after each further delay, until one answers. `None`: the first path stays on
+    /// the interface the runtime chose (braid pm: the kernel makes the first subflow itself).
+    pub race: Option<std::time::Duration>,
 }
 
 impl Default for Config {
@@ -181,6 +191,7 @@ impl Default for Config {
             same_subnet: false,
             announce: false,
             capacity: CapacityConfig::default(),
+            race: None,
         }
     }
 }
@@ -216,6 +227,13 @@ impl Config {
         // Checked in every mode: a value the file gives is wrong whether or not the mode
         // reads it.
         self.capacity.validate()?;
+        if let Some(d) = self.race
+            && d < RACE_MIN
+        {
+            return Err(format!(
+                "race {d:?} too short: allowed at least {RACE_MIN:?}, or off"
+            ));
+        }
         if self.mode.base() == Mode::CrossLayerBackup {
             if !self.ifaces.iter().any(|i| i.backup) {
                 return Err("mode cross-backup needs an interface with backup = true".into());

@@ -23,6 +23,6 @@ pub mod signal;
 
 pub use adapter::{Applied, ConnAdapter};
 pub use capacity::{CapacityConfig, Carried};
-pub use config::{CapacitySettings, Config, HmmConfig, HmmSettings, IfaceConfig, Mode};
+pub use config::{CapacitySettings, Config, HmmConfig, HmmSettings, IfaceConfig, Mode, RACE_MIN};
 pub use event::{AddrId, Command, ConnId, Endpoint, Event, IfaceId, SubflowId};
 pub use manager::{Decision, IfaceStatus, Manager, PathManager, Reason, Stats};

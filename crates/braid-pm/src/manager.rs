@@ -46,6 +46,9 @@ pub enum Reason {
     /// The capacity-aware modes: a fading link stays active because the other links have not
     /// been seen carrying the demand (or is demoted once they have).
     Capacity,
+    /// A connection's first path went unanswered for the race delay: another interface opens
+    /// one too ([`Config::race`]).
+    Race,
 }
 
 impl Reason {
@@ -59,6 +62,7 @@ impl Reason {
             Reason::Handover => "handover",
             Reason::Reopen => "reopen",
             Reason::Capacity => "capacity",
+            Reason::Race => "race",
         }
     }
 }
@@ -139,6 +143,12 @@ struct Conn {
     remote: Endpoint,
     remotes: Vec<Endpoint>,
     subflows: Vec<Subflow>,
+    /// With [`Config::race`] set, the first path the runtime opened (its interface and local
+    /// address) while it is neither established nor closed: the manager did not request it,
+    /// so it is not among `subflows` until the connection is established.
+    first: Option<(IfaceId, Endpoint)>,
+    /// When the first path is raced over one more interface ([`Config::race`]).
+    race_at: Option<Instant>,
 }
 
 /// Counters.
@@ -158,6 +168,9 @@ pub struct Stats {
     /// New initial paths opened for connections whose paths all went before they were
     /// established.
     pub initial_reopened: u64,
+    /// First paths opened over one more interface because the connection's first path went
+    /// unanswered for the race delay.
+    pub initial_raced: u64,
     /// Capacity-aware modes: traffic samples taken, and times a fading interface was kept
     /// active because the other links had not been seen carrying the demand.
     pub traffic_samples: u64,
@@ -861,6 +874,47 @@ impl Manager {
         self.request(c, iface, local, remote, backup, Reason::Reopen);
     }
 
+    /// Happy Eyeballs for the first path ([`Config::race`]): a connection this side opened and
+    /// not established yet opens a first path over one more usable interface that has none
+    /// (interfaces that are not backups first, in interface order), to the peer's primary
+    /// address; the next race follows after the same delay, until the connection is
+    /// established. The paths that lose stay and become the connection's subflows when they
+    /// answer, as the policy's own would.
+    fn race(&mut self, c: ConnId) {
+        let now = self.now;
+        let delay = self.cfg.race;
+        let Some(conn) = self.conns.get_mut(&c) else {
+            return;
+        };
+        if conn.established || delay.is_none() {
+            conn.race_at = None;
+            return;
+        }
+        conn.race_at = delay.map(|d| now + d);
+        let busy: Vec<IfaceId> = conn
+            .subflows
+            .iter()
+            .map(|s| s.iface)
+            .chain(conn.first.map(|f| f.0))
+            .collect();
+        let remote = conn.remote;
+        let pick = self
+            .ifaces
+            .iter()
+            .filter(|&(&id, _)| self.available(id) && !busy.contains(&id))
+            .min_by_key(|&(_, i)| i.cfg.backup)
+            .and_then(|(&id, i)| i.locals.first().map(|&l| (id, i.cfg.backup, l)));
+        let Some((iface, backup, (addr_id, addr))) = pick else {
+            return;
+        };
+        let local = Endpoint {
+            id: addr_id,
+            addr: addr.map(|ip| std::net::SocketAddr::new(ip, 0)),
+        };
+        self.stats.initial_raced += 1;
+        self.request(c, iface, local, remote, backup, Reason::Race);
+    }
+
     fn remove(&mut self, c: ConnId, s: &Subflow, reason: Reason) {
         let conn = self.conns.get_mut(&c).expect("known");
         conn.subflows
@@ -1006,13 +1060,17 @@ impl Manager {
             // another path, since subflows join an established connection. A new initial
             // path goes out after the reopen backoff, from this interface if it is usable
             // then and otherwise from another ([`Manager::open_initial`]).
+            let before = c.subflows.len();
             c.subflows.retain(|s| {
                 let closed = (subflow.is_some() && s.id == subflow)
                     || (s.id.is_none() && Some(s.iface) == iface);
                 !closed
             });
             let Some(iface) = iface else { return };
-            if c.subflows.is_empty() {
+            if c.subflows.len() == before && c.first.is_some_and(|f| f.0 == iface) {
+                c.first = None;
+            }
+            if c.subflows.is_empty() && c.first.is_none() {
                 let now = self.now;
                 // One backoff for the connection, whichever interface the last try used.
                 let delay = self
@@ -1035,11 +1093,20 @@ impl Manager {
             return;
         }
         let known = subflow.and_then(|id| c.subflows.iter().position(|s| s.id == Some(id)));
+        // The first path, still opening when the connection was established over a raced
+        // one, closed: its pending entry goes as a failed request's would.
+        let first_closed = known.is_none()
+            && subflow.is_some()
+            && iface.is_some()
+            && c.first.map(|f| f.0) == iface;
+        if first_closed {
+            c.first = None;
+        }
         let iface = match known {
             Some(i) => Some(c.subflows.remove(i).iface),
             // A subflow the policy removed itself (its close confirms the removal): nothing
             // to forget, nothing to reopen.
-            None if subflow.is_some() => return,
+            None if subflow.is_some() && !first_closed => return,
             None => {
                 // A request that never got an id: forget one pending request of the interface.
                 if let Some(i) = iface
@@ -1118,14 +1185,23 @@ impl Manager {
                 conn,
                 remote,
                 initiator,
-                ..
+                local,
+                iface,
             } => {
+                let first = iface
+                    .or_else(|| self.iface_of(local.id))
+                    .map(|i| (i, *local));
+                let race_at = self.cfg.race.filter(|_| *initiator).map(|d| now + d);
                 self.conns.entry(*conn).or_insert(Conn {
                     initiator: *initiator,
                     established: false,
                     remote: *remote,
                     remotes: Vec::new(),
                     subflows: Vec::new(),
+                    // Tracked for the race only: without it the first path is the
+                    // connection's until it closes, as before.
+                    first: first.filter(|_| *initiator && self.cfg.race.is_some()),
+                    race_at,
                 });
             }
             Event::ConnectionEstablished {
@@ -1142,8 +1218,30 @@ impl Manager {
                     remote: *remote,
                     remotes: Vec::new(),
                     subflows: Vec::new(),
+                    first: None,
+                    race_at: None,
                 });
                 c.established = true;
+                c.race_at = None;
+                if subflow.is_some() && iface.is_some() && c.first.map(|f| f.0) == iface {
+                    c.first = None;
+                }
+                // A first path still opening (the connection was established over a raced
+                // one) becomes a pending subflow of its interface: the policy does not ask
+                // for another there, and it takes its place once it answers.
+                if let Some((fi, fl)) = c.first
+                    && !c.subflows.iter().any(|s| s.iface == fi)
+                {
+                    let backup = self.ifaces.get(&fi).is_some_and(|i| i.cfg.backup);
+                    c.subflows.push(Subflow {
+                        id: None,
+                        iface: fi,
+                        local: fl,
+                        backup,
+                        duplicate: false,
+                        watch: false,
+                    });
+                }
                 // The backoff of its initial paths, if one failed, is over.
                 self.reopen
                     .retain(|(x, _), r| *x != *conn || r.at.is_some());
@@ -1214,6 +1312,9 @@ impl Manager {
                     return;
                 };
                 let Some(iface) = iface else { return };
+                if c.first.is_some_and(|f| f.0 == iface) {
+                    c.first = None;
+                }
                 // A requested subflow now established, or one the peer (or the kernel) made.
                 match c
                     .subflows
@@ -1371,6 +1472,15 @@ impl PathManager for Manager {
             .filter(|(_, r)| r.at.is_some_and(|t| t <= now))
             .map(|(&k, _)| k)
             .collect();
+        let racing: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.race_at.is_some_and(|t| t <= now))
+            .map(|(&id, _)| id)
+            .collect();
+        for c in racing {
+            self.race(c);
+        }
         for (c, iface) in due {
             if let Some(r) = self.reopen.get_mut(&(c, iface)) {
                 r.at = None;
@@ -1391,7 +1501,8 @@ impl PathManager for Manager {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let reopen = self.reopen.values().filter_map(|r| r.at).min();
-        [self.next_prediction, reopen, self.next_traffic]
+        let race = self.conns.values().filter_map(|c| c.race_at).min();
+        [self.next_prediction, reopen, self.next_traffic, race]
             .into_iter()
             .flatten()
             .min()

@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize, Serializer};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Dur(pub Duration);
 
+/// A non-negative duration, or `"off"` (`None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DurOrOff(pub Option<Duration>);
+
 /// A positive bit rate, bits per second.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Default)]
 pub struct Rate(pub f64);
@@ -18,6 +22,17 @@ pub struct Rate(pub f64);
 /// A size in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Size(pub u64);
+
+/// A duration, or `off`.
+pub fn parse_duration_or_off(s: &str) -> Result<Option<Duration>, String> {
+    if s.trim() == "off" {
+        Ok(None)
+    } else {
+        parse_duration(s)
+            .map(Some)
+            .map_err(|e| format!("{e}, or `off`"))
+    }
+}
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
@@ -162,6 +177,11 @@ impl From<Duration> for Dur {
         Dur(d)
     }
 }
+impl From<Option<Duration>> for DurOrOff {
+    fn from(d: Option<Duration>) -> Self {
+        DurOrOff(d)
+    }
+}
 impl From<f64> for Rate {
     fn from(v: f64) -> Self {
         Rate(v)
@@ -186,6 +206,18 @@ string_or_number!(
     }
 );
 string_or_number!(
+    DurOrOff,
+    parse_duration_or_off,
+    "a duration such as \"1s\" (a bare number means seconds), or \"off\"",
+    |v| if !(v >= 0.0 && v.is_finite()) {
+        Err(format!("{v}: a duration must be zero or positive"))
+    } else if v > MAX_SECS {
+        Err(format!("{v}: duration too large"))
+    } else {
+        Ok(DurOrOff(Some(Duration::from_secs_f64(v))))
+    }
+);
+string_or_number!(
     Rate,
     parse_rate,
     "a rate such as \"30Mbit\" (a bare number means bit/s)",
@@ -205,6 +237,14 @@ string_or_number!(
 impl Serialize for Dur {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&format!("{}ms", self.0.as_secs_f64() * 1e3))
+    }
+}
+impl Serialize for DurOrOff {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Some(d) => Dur(d).serialize(s),
+            None => s.serialize_str("off"),
+        }
     }
 }
 impl Serialize for Rate {

@@ -152,3 +152,84 @@ fn a_first_path_lost_during_the_handshake_is_opened_again() {
         );
     }
 }
+
+/// The client's first link carries nothing from the start (out of coverage: its address
+/// stays, nothing answers) while the second works. The connection's first path goes over the
+/// first link; after `pm.race` (1 s by default) the path manager opens a first path over the
+/// second link as well (Happy Eyeballs): data flows from then on, and the first link's path
+/// joins once it answers. With the race off the connection waits for the first link (its
+/// opening retried with the path's backoff: 1, 2, 4, 8 s).
+#[test]
+fn a_silent_first_link_does_not_hold_the_connection() {
+    for silent in [2.0, 10.0] {
+        let text = format!(
+            r#"
+name = "silent-first"
+duration = "30s"
+seed = 3
+
+[connection]
+scheduler = "minrtt"
+congestion = "cubic"
+
+[[link]]
+name = "a"
+rate = "30Mbit"
+delay = "10ms"
+queue = 100
+
+[[link]]
+name = "b"
+rate = "30Mbit"
+delay = "10ms"
+queue = 100
+
+[app]
+kind = "bulk"
+start = "0.5s"
+
+[[event]]
+at = "0s"
+link = "a"
+action = "down"
+
+[[event]]
+at = "{silent}s"
+link = "a"
+action = "up"
+"#
+        );
+        for race in ["1s", "off"] {
+            let set = [format!("pm.race={race}")];
+            let plan = scenario::load_str(&text, "silent.toml", Path::new("."), &set).unwrap();
+            let r = world::run(&plan.variants[0], 1);
+            let first = r
+                .deliveries
+                .first()
+                .map(|(at, _)| Duration::from_micros(*at));
+            eprintln!(
+                "first link silent for {silent} s, race {race}: first data at {first:?}, \
+                 link a {} MB, link b {} MB",
+                r.link_bytes[0] as f64 / 1e6,
+                r.link_bytes[1] as f64 / 1e6
+            );
+            let first = first.expect("data delivered");
+            if race == "off" {
+                assert!(
+                    first >= Duration::from_secs_f64(silent),
+                    "race off: data before the first link answered ({first:?})"
+                );
+                continue;
+            }
+            // The race at 1 s, the handshake and the first data over b: one RTT each.
+            assert!(
+                first <= Duration::from_millis(1100),
+                "first link silent for {silent} s: first data at {first:?}"
+            );
+            assert!(
+                r.link_bytes[0] > 0,
+                "first link silent for {silent} s: its path never joined once it answered"
+            );
+        }
+    }
+}

@@ -622,6 +622,155 @@ fn a_connection_whose_initial_path_goes_before_it_is_established_gets_a_new_one(
     assert_eq!(m.stats().initial_reopened, 2);
 }
 
+/// Happy Eyeballs for the first path: with `race` set, a connection whose first path (LTE)
+/// has not answered after the delay opens one over the other interface too, once; the
+/// connection established over it, the first path still opening is not asked for again and
+/// takes its place when it answers.
+#[test]
+fn a_first_path_unanswered_for_the_race_delay_is_raced_over_another_interface() {
+    let race = Duration::from_millis(1000);
+    let mut m = created(Mode::FullMesh, |c| c.race = Some(race));
+    assert!(until(&mut m, 999).is_empty(), "nothing before the delay");
+    let cmds = until(&mut m, 1000);
+    let [
+        Command::CreateSubflow {
+            iface,
+            local,
+            remote,
+            backup,
+            ..
+        },
+    ] = cmds.as_slice()
+    else {
+        panic!("one raced first path: {cmds:?}");
+    };
+    assert_eq!((*iface, local.id, *backup), (WLAN, AddrId(1), false));
+    assert_eq!(*remote, ep(0, [192, 0, 2, 1]));
+    assert_eq!(m.stats().initial_raced, 1);
+    let last = m.decisions().back().expect("logged");
+    assert_eq!(last.reason, Reason::Race);
+    // Every interface has a path opening: nothing more, however long it takes.
+    assert!(until(&mut m, 10_000).is_empty());
+    // The raced path establishes the connection (the adapter names the first path's
+    // interface in `ConnectionEstablished`): no second path asked for on LTE.
+    established(&mut m, 10_010, WLAN, 1, ep(1, [10, 0, 1, 2]));
+    m.handle_event(
+        ms(10_010),
+        &Event::ConnectionEstablished {
+            conn: C,
+            subflow: None,
+            local: ep(2, [10, 0, 2, 2]),
+            remote: ep(0, [192, 0, 2, 1]),
+            iface: Some(LTE),
+        },
+    );
+    assert!(drain(&mut m).is_empty());
+    assert!(until(&mut m, 20_000).is_empty(), "no race once established");
+    // The first path answers late and becomes LTE's subflow; when it breaks, LTE is opened
+    // again after the backoff, as any subflow would be.
+    established(&mut m, 20_000, LTE, 0, ep(2, [10, 0, 2, 2]));
+    assert!(drain(&mut m).is_empty());
+    closed(&mut m, 21_000, Some(0), Some(LTE));
+    let cmds = until(&mut m, 21_000 + REOPEN_MIN.as_millis() as u64);
+    assert!(creates(&cmds, LTE) && !creates(&cmds, WLAN), "{cmds:?}");
+    assert_eq!(m.stats().initial_raced, 1);
+}
+
+/// The first path still opening when the connection was established over the raced one
+/// fails instead (declared broken): its interface is opened again after the backoff. A
+/// first path that answers within the delay is never raced.
+#[test]
+fn a_first_path_that_fails_after_the_race_is_reopened_and_one_in_time_is_not_raced() {
+    let mut m = created(Mode::FullMesh, |c| c.race = Some(Duration::from_secs(1)));
+    assert!(creates(&until(&mut m, 1000), WLAN));
+    established(&mut m, 1030, WLAN, 1, ep(1, [10, 0, 1, 2]));
+    m.handle_event(
+        ms(1030),
+        &Event::ConnectionEstablished {
+            conn: C,
+            subflow: None,
+            local: ep(2, [10, 0, 2, 2]),
+            remote: ep(0, [192, 0, 2, 1]),
+            iface: Some(LTE),
+        },
+    );
+    assert!(drain(&mut m).is_empty());
+    closed(&mut m, 4000, Some(0), Some(LTE));
+    assert!(drain(&mut m).is_empty());
+    let cmds = until(&mut m, 4000 + REOPEN_MIN.as_millis() as u64);
+    assert!(creates(&cmds, LTE), "{cmds:?}");
+
+    // In time: established at 999 ms, the full mesh opens WLAN as usual and no race follows.
+    let mut m = created(Mode::FullMesh, |c| c.race = Some(Duration::from_secs(1)));
+    established(&mut m, 999, LTE, 0, ep(2, [10, 0, 2, 2]));
+    m.handle_event(
+        ms(999),
+        &Event::ConnectionEstablished {
+            conn: C,
+            subflow: None,
+            local: ep(2, [10, 0, 2, 2]),
+            remote: ep(0, [192, 0, 2, 1]),
+            iface: Some(LTE),
+        },
+    );
+    assert!(creates(&drain(&mut m), WLAN));
+    assert!(until(&mut m, 10_000).is_empty());
+    assert_eq!(m.stats().initial_raced, 0);
+}
+
+/// Backup mode: the race takes an interface that is not a backup before a backup (whatever
+/// the interfaces' order), and flags a raced path on a backup as one. With the race off (the
+/// default) nothing is opened before the connection is established.
+#[test]
+fn the_race_prefers_interfaces_that_are_not_backups_and_is_off_by_default() {
+    const SAT: IfaceId = IfaceId(0);
+    // The first path on LTE (a backup); a second backup, sat0, comes first in order.
+    let mut m = created(Mode::Backup, |c| {
+        c.race = Some(Duration::from_millis(500));
+        let mut sat = IfaceConfig::new("sat0");
+        sat.backup = true;
+        c.ifaces.push(sat);
+    });
+    m.handle_event(
+        ms(0),
+        &Event::IfaceNew {
+            iface: SAT,
+            name: "sat0".into(),
+            up: true,
+        },
+    );
+    m.handle_event(
+        ms(0),
+        &Event::LocalAddrNew {
+            iface: SAT,
+            id: AddrId(3),
+            addr: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 3, 2))),
+        },
+    );
+    let cmds = until(&mut m, 500);
+    let [Command::CreateSubflow { iface, backup, .. }] = cmds.as_slice() else {
+        panic!("one raced path: {cmds:?}");
+    };
+    assert_eq!((*iface, *backup), (WLAN, false));
+    let cmds = until(&mut m, 1000);
+    let [Command::CreateSubflow { iface, backup, .. }] = cmds.as_slice() else {
+        panic!("one more raced path: {cmds:?}");
+    };
+    assert_eq!((*iface, *backup), (SAT, true));
+    assert!(until(&mut m, 5000).is_empty());
+    assert_eq!(m.stats().initial_raced, 2);
+    // Off (the default): nothing before the connection is established.
+    let mut m = created(Mode::FullMesh, |_| {});
+    assert!(until(&mut m, 60_000).is_empty());
+    assert_eq!(m.stats().initial_raced, 0);
+    // A delay under 10 ms is refused.
+    let cfg = Config {
+        race: Some(Duration::from_millis(5)),
+        ..Config::default()
+    };
+    assert!(cfg.validate().unwrap_err().contains("race"));
+}
+
 #[test]
 fn a_closed_subflow_on_a_gone_interface_is_not_reopened() {
     let mut m = setup(Mode::FullMesh, |_| {});

@@ -601,6 +601,7 @@ fn build_pm(s: &Scenario) -> Result<braid_pm::Config, CheckError> {
         }),
         same_subnet: s.pm.same_subnet,
         announce: false,
+        race: s.pm.race.0,
         capacity: s
             .pm
             .capacity
@@ -617,6 +618,17 @@ fn build_pm(s: &Scenario) -> Result<braid_pm::Config, CheckError> {
     };
     if cfg.mode.capacity_aware() {
         cfg.capacity.validate().map_err(|m| (k("capacity"), m))?;
+    }
+    if let Some(d) = cfg.race
+        && d < braid_pm::RACE_MIN
+    {
+        return Err((
+            k("race"),
+            format!(
+                "{d:?} too short: at least {:?}, or \"off\"",
+                braid_pm::RACE_MIN
+            ),
+        ));
     }
     cfg.validate().map_err(|m| (k("mode"), m))?;
     Ok(cfg)

@@ -9,7 +9,7 @@ use braid_core::Config;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::MetricsSpec;
-use crate::units::{Dur, Rate, Size};
+use crate::units::{Dur, DurOrOff, Rate, Size};
 
 /// The published numbers of the seed paper, shown beside ours.
 #[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq)]
@@ -235,6 +235,10 @@ fn default_signal_format() -> String {
     "csv".into()
 }
 
+/// `pm.race` unless the file says otherwise: as long as the transport's initial
+/// retransmission timeout (RFC 6298), so a first path that answers within it is never raced.
+pub const RACE_DEFAULT: Duration = Duration::from_secs(1);
+
 /// `[pm]`: the client's path manager.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -249,6 +253,9 @@ pub struct PmSpec {
     /// variants (defaults if absent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacitySpec>,
+    /// A connection whose first path has not answered after this long opens one over another
+    /// interface too (Happy Eyeballs, `braid_pm::Config::race`), or `"off"`.
+    pub race: DurOrOff,
 }
 
 impl Default for PmSpec {
@@ -259,6 +266,7 @@ impl Default for PmSpec {
             same_subnet: false,
             hmm: None,
             capacity: None,
+            race: DurOrOff(Some(RACE_DEFAULT)),
         }
     }
 }

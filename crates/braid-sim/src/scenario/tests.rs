@@ -114,6 +114,14 @@ fn wrong_types_and_impossible_values_are_explained() {
     );
     let e = err(BASE, &["pm.capacity.hedroom=1"]);
     assert!(e.contains("hedroom"), "{e}");
+    // The first path's race: a duration of at least 10 ms, or "off".
+    let e = err(BASE, &["pm.race=\"5ms\""]);
+    assert!(
+        e.contains("key `pm.race`") && e.contains("at least 10ms") && !e.contains('\n'),
+        "{e}"
+    );
+    let e = err(BASE, &["pm.race=\"never\""]);
+    assert!(e.contains("pm.race") && e.contains("off"), "{e}");
     let e = err(BASE, &["app.kind=\"cbr\""]);
     assert!(e.contains("app.rate"), "{e}");
     // A bit rate in `rate` (messages a second) names the key it belongs in.

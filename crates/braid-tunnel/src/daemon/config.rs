@@ -581,6 +581,9 @@ impl ClientConfig {
             same_subnet: false,
             announce: false,
             capacity: self.pm.capacity.clone().unwrap_or_default().config(),
+            // The connection's first path goes over the link whose handshake datagram the
+            // gateway answered: it is not left waiting on a silent one.
+            race: None,
         };
         cfg.validate()
             .map_err(|m| ConfigError(format!("pm: {m}")))?;

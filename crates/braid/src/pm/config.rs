@@ -255,6 +255,8 @@ pub fn parse(text: &str, base: &Path) -> Result<PmSettings, String> {
         capacity: f.capacity.clone().unwrap_or_default().config(),
         same_subnet: f.same_subnet,
         announce: f.announce,
+        // The kernel opens a connection's first subflow itself.
+        race: None,
     };
     policy.validate()?;
     let abs = |p: &PathBuf| {
