@@ -735,20 +735,6 @@ impl Connection {
         let fin = self.send.fin;
         self.redundant_head = self.redundant_head.max(base);
         let head = self.redundant_head;
-        // A path that does not hold the stream back (its acknowledgements overdue, or not
-        // usable) is excused what the others send meanwhile, all but its last window: back
-        // from the stall it copies at most one window of their backlog, the part most likely
-        // still in flight, and the stream, which waits for it, moves on after that. Copying
-        // the whole backlog held the stream for as long as that took at its rate: a 200
-        // Mbit/s path ran 2.6 MB ahead while a lossy 10 Mbit/s one was stalled, and the
-        // stream stood still for 7.4 s (`braid-sim/tests/redundant.rs`).
-        for i in 0..n {
-            if !self.holds_back(&self.paths[i]) {
-                let p = &mut self.paths[i];
-                let keep = p.cc.window();
-                p.redundant_next = p.redundant_next.max(head.saturating_sub(keep));
-            }
-        }
         for k in 0..n {
             let idx = (self.tx_round_robin + k) % n;
             let p = &mut self.paths[idx];
