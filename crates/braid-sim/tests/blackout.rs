@@ -67,6 +67,11 @@ fn run(outage_s: f64, app: &str, seed: u64) -> world::RunRecord {
     world::run(&plan.variants[0], seed)
 }
 
+/// The run's first in-order delivery.
+fn first_data(r: &world::RunRecord) -> Option<Duration> {
+    first_delivery_after(r, Duration::ZERO)
+}
+
 /// First in-order delivery at or after `t`.
 fn first_delivery_after(r: &world::RunRecord, t: Duration) -> Option<Duration> {
     let t = t.as_micros() as u64;
@@ -134,10 +139,7 @@ fn a_first_path_lost_during_the_handshake_is_opened_again() {
         let text = format!("{base}{events}");
         let plan = scenario::load_str(&text, "handshake.toml", Path::new("."), &[]).unwrap();
         let r = world::run(&plan.variants[0], 1);
-        let first = r
-            .deliveries
-            .first()
-            .map(|(at, _)| Duration::from_micros(*at));
+        let first = first_data(&r);
         eprintln!(
             "{case}: first data at {first:?}, completed at {:?}",
             r.completed
@@ -203,10 +205,7 @@ action = "up"
             let set = [format!("pm.race={race}")];
             let plan = scenario::load_str(&text, "silent.toml", Path::new("."), &set).unwrap();
             let r = world::run(&plan.variants[0], 1);
-            let first = r
-                .deliveries
-                .first()
-                .map(|(at, _)| Duration::from_micros(*at));
+            let first = first_data(&r);
             eprintln!(
                 "first link silent for {silent} s, race {race}: first data at {first:?}, \
                  link a {} MB, link b {} MB",

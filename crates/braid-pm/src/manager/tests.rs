@@ -118,6 +118,21 @@ fn established(m: &mut Manager, t: u64, iface: IfaceId, id: u64, local: Endpoint
     );
 }
 
+/// The `ConnectionEstablished` a `ConnAdapter` reports: no subflow id, the first path's
+/// interface (LTE) whichever path established the connection.
+fn adapter_established(m: &mut Manager, t: u64) {
+    m.handle_event(
+        ms(t),
+        &Event::ConnectionEstablished {
+            conn: C,
+            subflow: None,
+            local: ep(2, [10, 0, 2, 2]),
+            remote: ep(0, [192, 0, 2, 1]),
+            iface: Some(LTE),
+        },
+    );
+}
+
 fn creates(cmds: &[Command], iface: IfaceId) -> bool {
     cmds.iter()
         .any(|c| matches!(c, Command::CreateSubflow { iface: i, .. } if *i == iface))
@@ -599,16 +614,7 @@ fn a_connection_whose_initial_path_goes_before_it_is_established_gets_a_new_one(
     // assumed, and the full mesh opens LTE once its address is back.
     let t = t + 2 * REOPEN_MIN.as_millis() as u64 + 30;
     established(&mut m, t, WLAN, 2, ep(1, [10, 0, 1, 2]));
-    m.handle_event(
-        ms(t),
-        &Event::ConnectionEstablished {
-            conn: C,
-            subflow: None,
-            local: ep(2, [10, 0, 2, 2]),
-            remote: ep(0, [192, 0, 2, 1]),
-            iface: Some(LTE),
-        },
-    );
+    adapter_established(&mut m, t);
     assert!(drain(&mut m).is_empty(), "LTE has no address");
     m.handle_event(
         ms(t + 10),
@@ -654,16 +660,7 @@ fn a_first_path_unanswered_for_the_race_delay_is_raced_over_another_interface() 
     // The raced path establishes the connection (the adapter names the first path's
     // interface in `ConnectionEstablished`): no second path asked for on LTE.
     established(&mut m, 10_010, WLAN, 1, ep(1, [10, 0, 1, 2]));
-    m.handle_event(
-        ms(10_010),
-        &Event::ConnectionEstablished {
-            conn: C,
-            subflow: None,
-            local: ep(2, [10, 0, 2, 2]),
-            remote: ep(0, [192, 0, 2, 1]),
-            iface: Some(LTE),
-        },
-    );
+    adapter_established(&mut m, 10_010);
     assert!(drain(&mut m).is_empty());
     assert!(until(&mut m, 20_000).is_empty(), "no race once established");
     // The first path answers late and becomes LTE's subflow; when it breaks, LTE is opened
@@ -684,16 +681,7 @@ fn a_first_path_that_fails_after_the_race_is_reopened_and_one_in_time_is_not_rac
     let mut m = created(Mode::FullMesh, |c| c.race = Some(Duration::from_secs(1)));
     assert!(creates(&until(&mut m, 1000), WLAN));
     established(&mut m, 1030, WLAN, 1, ep(1, [10, 0, 1, 2]));
-    m.handle_event(
-        ms(1030),
-        &Event::ConnectionEstablished {
-            conn: C,
-            subflow: None,
-            local: ep(2, [10, 0, 2, 2]),
-            remote: ep(0, [192, 0, 2, 1]),
-            iface: Some(LTE),
-        },
-    );
+    adapter_established(&mut m, 1030);
     assert!(drain(&mut m).is_empty());
     closed(&mut m, 4000, Some(0), Some(LTE));
     assert!(drain(&mut m).is_empty());
@@ -703,16 +691,7 @@ fn a_first_path_that_fails_after_the_race_is_reopened_and_one_in_time_is_not_rac
     // In time: established at 999 ms, the full mesh opens WLAN as usual and no race follows.
     let mut m = created(Mode::FullMesh, |c| c.race = Some(Duration::from_secs(1)));
     established(&mut m, 999, LTE, 0, ep(2, [10, 0, 2, 2]));
-    m.handle_event(
-        ms(999),
-        &Event::ConnectionEstablished {
-            conn: C,
-            subflow: None,
-            local: ep(2, [10, 0, 2, 2]),
-            remote: ep(0, [192, 0, 2, 1]),
-            iface: Some(LTE),
-        },
-    );
+    adapter_established(&mut m, 999);
     assert!(creates(&drain(&mut m), WLAN));
     assert!(until(&mut m, 10_000).is_empty());
     assert_eq!(m.stats().initial_raced, 0);
