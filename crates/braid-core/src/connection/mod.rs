@@ -640,6 +640,7 @@ impl Connection {
         p.duplicate = on;
         if on && !redundant {
             p.redundant_next = from;
+            p.carried_from = from;
         }
     }
 

@@ -442,6 +442,11 @@ pub(crate) struct Path {
     /// Redundant scheduling, and a path flagged `duplicate`: the next stream byte this path
     /// sends.
     pub redundant_next: u64,
+    /// The path carried every byte of `[carried_from, redundant_next)` the peer has not
+    /// acknowledged: when the cursor jumps over bytes the path never sent (flagged duplicate
+    /// mid-stream, excused a redundant backlog), the mark jumps with it. The reinjection queue
+    /// leaves to this path only what lies in that range.
+    pub carried_from: u64,
     /// Exponentially weighted loss fraction.
     pub loss_rate: f64,
     /// The last acknowledgement progress, or the first send after the path was idle.
@@ -505,6 +510,7 @@ impl Path {
             flight_window_start: now,
             reinjected_below: 0,
             redundant_next: 0,
+            carried_from: 0,
             loss_rate: 0.0,
             progress_at: now,
             progress_interval: None,
