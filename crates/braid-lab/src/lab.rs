@@ -1525,6 +1525,7 @@ fn keep_run(
                     "dropped_queue": g(&c.dropped_queue), "dropped_loss": g(&c.dropped_loss),
                     "lost_in_flight": g(&c.lost_in_flight), "kernel_drops": g(&c.kernel_drops),
                     "send_errors": g(&c.send_errors), "late_us_max": g(&c.late_us_max),
+                    "high_priority": c.high_priority.load(Ordering::Relaxed),
                 })
             };
             serde_json::json!({ "link": name, "down": dir(down), "up": dir(up) })

@@ -4,7 +4,8 @@
 //!
 //! The only unsafe code of the crate: `sockaddr_ll` and the `PACKET_*` options have no safe
 //! constructor in socket2 or nix (nor `SO_RCVBUFFORCE` and `SIOCOUTQNSD`, see
-//! [`force_receive_buffer`] and [`unsent_bytes`]).
+//! [`force_receive_buffer`] and [`unsent_bytes`]); nor has std a thread's nice value
+//! ([`set_nice`]).
 
 #![allow(unsafe_code)]
 
@@ -225,6 +226,21 @@ pub fn unsent_bytes(sock: &impl AsRawFd) -> io::Result<u64> {
         Err(io::Error::last_os_error())
     } else {
         Ok(u64::try_from(n).unwrap_or(0))
+    }
+}
+
+/// Sets the calling thread's nice value (per thread on Linux, `setpriority(2)`): at -20 it
+/// takes a CPU from ordinary threads as soon as it wakes, instead of waiting for a busy CPU's
+/// time slice (milliseconds), yet stays in the ordinary class, so a busy emulator cannot
+/// starve the endpoints outright as a real-time thread could. Lowering it needs
+/// `CAP_SYS_NICE`.
+pub fn set_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: plain integer arguments; `who` 0 is the calling thread.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
     }
 }
 

@@ -1,6 +1,6 @@
 //! The link emulator on real packets (root): client namespace ⇄ emulator namespace ⇄ server
 //! namespace, one emulated link, traffic from real sockets. What the README states: a 30 ms
-//! link adds 30 ± 2 ms to ping-like probes, a 10 Mbit/s link carries 10 Mbit/s ± 5 % of TCP
+//! link adds 30 ± 2 ms to ping-like probes, idle and with every CPU kept busy, a 10 Mbit/s link carries 10 Mbit/s ± 5 % of TCP
 //! goodput, a Mahimahi trace's bytes per second follow the trace within 10 %, a link
 //! scheduled down drops everything while down, and a link's directions on one medium take
 //! turns (8 Mbit/s in all). The tests share two cores: one at a time.
@@ -21,15 +21,32 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-#[test]
-fn a_30_ms_link_adds_30_ms_to_probes() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !require_root() {
-        return;
-    }
-    let bed = Bed::new("eld");
+/// Probes over a 30 ms link while `busy` threads spin (ordinary threads, one per CPU when
+/// `busy` is the core count): asserts p1 and p99 of the one-way delay within 30 ± 2 ms, and
+/// that the emulator's threads got their raised priority (nice -20), which is what keeps the
+/// delay when the CPUs are busy.
+fn thirty_ms_link(prefix: &str, busy: usize) {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    let bed = Bed::new(prefix);
     let emu = bed.start(spec(mbit(10.0), 30), spec(mbit(10.0), 30), Vec::new());
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let spinners: Vec<_> = (0..busy)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+            })
+        })
+        .collect();
     let res = probes(&bed, Duration::from_millis(10), 300);
+    stop.store(true, Relaxed);
+    for t in spinners {
+        t.join().unwrap();
+    }
+    let c = emu.links[0].1.1.clone();
     emu.stop().unwrap();
     let mut extra: Vec<f64> = res
         .iter()
@@ -43,14 +60,42 @@ fn a_30_ms_link_adds_30_ms_to_probes() {
         pct(&extra, 0.99),
         extra[extra.len() - 1],
     );
+    let late = c.late_us_max.load(Relaxed);
     eprintln!(
-        "30 ms link, one-way delay of {} probes: p1 {p1:.2} ms, p50 {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms",
+        "30 ms link, {busy} CPUs kept busy, one-way delay of {} probes: p1 {p1:.2} ms, p50 \
+         {p50:.2} ms, p99 {p99:.2} ms, max {max:.2} ms; the emulator's latest send {late} µs",
         extra.len()
+    );
+    assert!(
+        c.high_priority.load(Relaxed),
+        "the emulator's threads did not get their raised priority"
     );
     assert!(
         (28.0..=32.0).contains(&p1) && (28.0..=32.0).contains(&p99),
         "one-way delay p1 {p1:.2} ms, p99 {p99:.2} ms: not 30 ± 2 ms"
     );
+}
+
+#[test]
+fn a_30_ms_link_adds_30_ms_to_probes() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_root() {
+        return;
+    }
+    thirty_ms_link("eld", 0);
+}
+
+/// Every CPU kept busy by ordinary threads, as a lab run's endpoints can: an emulator thread
+/// at the default priority waited for a time slice, and frames went out 4.1-4.8 ms late
+/// (p99 31.7, 32.9 and 34.2 ms here, three runs).
+#[test]
+fn a_30_ms_link_keeps_its_delay_when_every_cpu_is_busy() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !require_root() {
+        return;
+    }
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    thirty_ms_link("eldb", cpus);
 }
 
 #[test]
