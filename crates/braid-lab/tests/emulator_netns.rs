@@ -1,7 +1,7 @@
 //! The link emulator on real packets (root): client namespace ⇄ emulator namespace ⇄ server
 //! namespace, one emulated link, traffic from real sockets. What the README states: a 30 ms
-//! link adds 30 ± 2 ms to ping-like probes, idle and with every CPU kept busy, a 10 Mbit/s link carries 10 Mbit/s ± 5 % of TCP
-//! goodput, a Mahimahi trace's bytes per second follow the trace within 10 %, a link
+//! link adds 30 ± 2 ms to ping-like probes, idle and with every CPU kept busy, a 10 Mbit/s
+//! link carries 10 Mbit/s ± 5 % of TCP goodput, a Mahimahi trace's bytes per second follow the trace within 10 %, a link
 //! scheduled down drops everything while down, and a link's directions on one medium take
 //! turns (8 Mbit/s in all). The tests share two cores: one at a time.
 
@@ -29,23 +29,34 @@ fn thirty_ms_link(prefix: &str, busy: usize) {
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
     let bed = Bed::new(prefix);
     let emu = bed.start(spec(mbit(10.0), 30), spec(mbit(10.0), 30), Vec::new());
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let spinners: Vec<_> = (0..busy)
-        .map(|_| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut x = 0u64;
-                while !stop.load(Relaxed) {
-                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
-                }
-            })
-        })
-        .collect();
-    let res = probes(&bed, Duration::from_millis(10), 300);
-    stop.store(true, Relaxed);
-    for t in spinners {
-        t.join().unwrap();
+    // Stops and joins the spinners when dropped, so a failing probe run does not leave them
+    // spinning under the tests that follow.
+    struct Spinners(std::sync::Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>);
+    impl Drop for Spinners {
+        fn drop(&mut self) {
+            self.0.store(true, Relaxed);
+            for t in self.1.drain(..) {
+                let _ = t.join();
+            }
+        }
     }
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let spinners = Spinners(
+        stop.clone(),
+        (0..busy)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(Relaxed) {
+                        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                    }
+                })
+            })
+            .collect(),
+    );
+    let res = probes(&bed, Duration::from_millis(10), 300);
+    drop(spinners);
     let c = emu.links[0].1.1.clone();
     emu.stop().unwrap();
     let mut extra: Vec<f64> = res

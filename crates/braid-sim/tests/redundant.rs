@@ -8,20 +8,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use braid_sim::{scenario, world};
-
-/// Longest interval without in-order delivery after `from`.
-fn longest_gap(r: &world::RunRecord, from: Duration) -> Duration {
-    let from = from.as_micros() as u64;
-    let t: Vec<u64> = r
-        .deliveries
-        .iter()
-        .map(|(at, _)| *at)
-        .filter(|&at| at >= from)
-        .collect();
-    let gap = t.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(u64::MAX);
-    Duration::from_micros(gap)
-}
+use braid_sim::{metrics, scenario, world};
 
 #[test]
 fn a_slow_lossy_path_back_from_a_stall_does_not_hold_a_redundant_stream_for_seconds() {
@@ -54,7 +41,8 @@ start = "1s"
     let plan = scenario::load_str(text, "redundant.toml", Path::new("."), &[]).unwrap();
     for seed in [1014, 1015, 1016] {
         let r = world::run(&plan.variants[0], seed);
-        let gap = longest_gap(&r, Duration::from_secs(2));
+        let gap =
+            Duration::from_secs_f64(metrics::max_gap(&r, Duration::from_secs(2), r.duration) / 1e3);
         let delivered = r.deliveries.iter().map(|&(_, b)| u64::from(b)).sum::<u64>();
         eprintln!(
             "seed {seed}: longest gap {gap:?}, {:.1} MB delivered",

@@ -404,7 +404,7 @@ fn finished_at(f: &FlowRecord) -> Option<Duration> {
 
 /// Largest interval between consecutive deliveries within [from, to]; the last delivery
 /// before `from` opens the first interval, and `to` closes the last.
-fn max_gap(r: &RunRecord, from: Duration, to: Duration) -> f64 {
+pub fn max_gap(r: &RunRecord, from: Duration, to: Duration) -> f64 {
     let (f, t) = (from.as_micros() as u64, to.as_micros() as u64);
     let start = r.deliveries.partition_point(|(d, _)| *d < f);
     let mut prev = if start > 0 {
