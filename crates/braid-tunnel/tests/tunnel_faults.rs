@@ -109,6 +109,76 @@ fn every_link_down_for_1_s_and_3_s_mid_transfer() {
     }
 }
 
+/// Every link of the client silent (the router drops everything, both ways; the interfaces
+/// stay up, as in a road tunnel or behind a dead access point) for 8 s, then for 20 s, in the
+/// middle of a TCP transfer: both are longer than `dead_after_ms` (5 s), so the session
+/// expires unanswered. The connection outlives it and keeps what it holds: the transfer
+/// completes intact over the one connection it started on (none replaced), and data reaches
+/// the receiver again within 2 s of each return. Before, the expiry ended the connection with
+/// the data it held, and the inner TCP, backed off, resumed seconds after the links returned.
+#[test]
+fn every_link_silent_for_8_s_and_20_s_mid_transfer() {
+    let _s = serial();
+    if !require_root() {
+        return;
+    }
+    let topo = Topo::routed("bsl", Some([50, 30]));
+    let keys = Keys::new();
+    let _gw = Daemon::gateway(&topo.gw, gateway_config(&topo, &keys, ""));
+    let cl = Daemon::client(&topo.client, routed_client_config(&topo, &keys, ""));
+    wait_paths(&cl, 2, Duration::from_secs(10));
+    let data = file_bytes(40 << 20);
+    let want = sha256(&data);
+    let rx = tcp_receiver(&topo.server);
+    let tx = tcp_send_to(&topo.client, &format!("{SERVER}:5001"), data);
+    std::thread::sleep(Duration::from_secs(1));
+    let silent = |on: bool| {
+        let op = if on { "-I" } else { "-D" };
+        let rules: Vec<String> = ["-i r0", "-o r0", "-i r1", "-o r1"]
+            .iter()
+            .map(|m| format!("{op} FORWARD {m} -j DROP"))
+            .collect();
+        let rules: Vec<&str> = rules.iter().map(String::as_str).collect();
+        topo.router()
+            .iptables(&rules)
+            .unwrap_or_else(|e| panic!("{e}"));
+    };
+    let mut returns = Vec::new();
+    for outage in [Duration::from_secs(8), Duration::from_secs(20)] {
+        silent(true);
+        std::thread::sleep(outage);
+        silent(false);
+        returns.push((outage, Instant::now()));
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let _ = tx
+        .join()
+        .expect("the sender finished: the inner TCP connection survived");
+    let got = rx.join().expect("receiver");
+    let v = cl.status();
+    eprintln!(
+        "connections started {}, replaced {}\n{}",
+        v["connections_started"],
+        v["connections_replaced"],
+        status_table(&v)
+    );
+    let mut late = Vec::new();
+    for (outage, back) in returns {
+        let resumed = resumed_after(&got, back);
+        eprintln!("every link silent for {outage:?}: data again {resumed:?} after their return");
+        if resumed.is_none_or(|r| r > Duration::from_secs(2)) {
+            late.push(format!("{outage:?}: {resumed:?}"));
+        }
+    }
+    assert_eq!(got.bytes, 40 << 20, "the whole file arrived");
+    assert_eq!(got.sha256, want, "the file is intact");
+    assert_eq!(
+        v["connections_started"], 1,
+        "the connection outlived the silences"
+    );
+    assert!(late.is_empty(), "data again only after: {late:?}");
+}
+
 /// The gateway dies without a word (its process ends: no close, no goodbye) and comes back
 /// 2 s later: the client notices by its probing handshake, which the new gateway answers with
 /// another instance, and starts a new connection at once. Traffic through the tunnel flows

@@ -96,9 +96,12 @@ pub(crate) struct Client {
     /// After a re-addressing, probes still to send (one per watch tick at least
     /// [`REPROBE_EVERY`] apart) and when the next may go.
     reprobes: (u8, Instant),
-    /// Since when the connection has had no usable path although a link was up (the
-    /// replacement clock: time with every link down does not count).
+    /// Since when the connection has had no usable path although a link was up and the
+    /// gateway answered (the replacement clock: time with every link down or the gateway
+    /// silent does not count).
     pathless_with_link: Option<Instant>,
+    /// When the last authenticated datagram from the gateway arrived.
+    heard_at: Option<Instant>,
     /// Connections replaced because they had no usable path for `dead_after_ms`.
     replaced_pathless: u64,
     /// Connections replaced because the gateway restarted (another instance answered).
@@ -213,6 +216,7 @@ impl Client {
             pathless_reported: false,
             reprobes: (0, Instant::ZERO),
             pathless_with_link: None,
+            heard_at: None,
             replaced_pathless: 0,
             replaced_restart: 0,
             replaced_gone: 0,
@@ -445,6 +449,7 @@ impl Client {
             Outcome::Drop(_) => return None,
             Outcome::Data { plaintext, .. } => plaintext,
         };
+        self.heard_at = Some(now);
         if plaintext.is_empty() {
             return None;
         }
@@ -725,13 +730,22 @@ impl Client {
                         self.replaced_restart += 1;
                         self.end_connection(now, "gateway restarted");
                     }
-                    if self.tunnel.is_none() {
-                        self.start_connection(now);
+                    match &mut self.tunnel {
+                        // The gateway answered: paths that backed off while it was out of
+                        // reach (every link silent) retransmit now.
+                        Some(t) => t.conn.peer_alive(now),
+                        None => self.start_connection(now),
                     }
                 }
                 SecEvent::Expired { reason, .. } => {
-                    warn!(?reason, "session with the gateway expired");
-                    self.end_connection(now, "session expired");
+                    // The connection outlives the session: a new handshake follows, and a
+                    // gateway that lost the connection says so (`tunnel::GONE`) or, restarted,
+                    // answers as another instance; either replaces it then. Ending it here
+                    // dropped what it held after any few seconds of silent links.
+                    warn!(
+                        ?reason,
+                        "session with the gateway expired; handshaking again"
+                    );
                 }
             }
         }
@@ -789,19 +803,32 @@ impl Client {
         .await;
     }
 
+    /// How recently the gateway must have been heard to count as answering: the liveness
+    /// probes go every `keepalive_ms` and it echoes each, so two of them plus a second.
+    fn answer_window(&self) -> Duration {
+        Duration::from_millis(self.cfg.keepalive_ms.max(1)) * 2 + Duration::from_secs(1)
+    }
+
     /// A connection with data queued and no usable path is logged after
     /// [`PATHLESS_REPORT`], and replaced once it has had no usable path for `dead_after_ms`
-    /// of time with a link up: the path manager reopens paths as soon as links return, so
-    /// this is the last resort when the connection cannot get one (the gateway lost it, or
-    /// refuses its paths). Keepalives and probes alone never keep such a connection.
+    /// of time with a link up and the gateway answering: the path manager reopens paths as
+    /// soon as links return, so this is the last resort when the connection cannot get one
+    /// although the gateway is there (it lost the connection, or refuses its paths).
+    /// Keepalives and probes alone never keep such a connection. Time with every link down
+    /// or silent does not count: the connection keeps what it holds for when they return,
+    /// and its paths retransmit as soon as the gateway answers.
     fn check_paths(&mut self, now: Instant) {
+        let window = self.answer_window();
         let Some(t) = &mut self.tunnel else { return };
         let Some(pathless) = t.track_paths(now) else {
             self.pathless_reported = false;
             self.pathless_with_link = None;
             return;
         };
-        if !self.links.iter().any(|l| l.up) {
+        let answering = self
+            .heard_at
+            .is_some_and(|h| now.saturating_since(h) <= window);
+        if !self.links.iter().any(|l| l.up) || !answering {
             self.pathless_with_link = None;
         } else {
             self.pathless_with_link.get_or_insert(now);
