@@ -327,6 +327,15 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
         }
         match endpoint {
             Endpoint::Tunnel => {
+                if let Some(every) = s.connection.liveness_probe
+                    && (every.0 < Duration::from_millis(10)
+                        || every.0.subsec_nanos() % 1_000_000 != 0)
+                {
+                    return at(
+                        "connection.liveness_probe",
+                        "braid tunnel's keepalive_ms takes whole milliseconds from 10",
+                    );
+                }
                 if let Some(k) = unmapped_connection_key(&s.connection) {
                     return at(
                         &format!("connection.{k}"),
@@ -336,6 +345,12 @@ pub fn check(plan: &Plan, endpoint: Endpoint) -> Result<(), String> {
             }
             Endpoint::Mptcp | Endpoint::Pm | Endpoint::Mptcpd => {
                 let d = ConnectionSpec::default();
+                if s.connection.liveness_probe.is_some() {
+                    return at(
+                        "connection.liveness_probe",
+                        "kernel MPTCP sends no liveness probes (braid tunnel does: --endpoint tunnel)",
+                    );
+                }
                 if !matches!(s.connection.congestion.as_str(), "cubic" | "newreno") {
                     return at(
                         "connection.congestion",
@@ -422,7 +437,6 @@ fn unmapped_connection_key(c: &ConnectionSpec) -> Option<&'static str> {
             "opportunistic_retransmission",
             c.opportunistic_retransmission != d.opportunistic_retransmission,
         ),
-        ("liveness_probe", c.liveness_probe.is_some()),
     ]
     .into_iter()
     .find(|(_, set)| *set)
@@ -790,8 +804,17 @@ impl Tunnel {
         let signal_line = signal
             .as_ref()
             .map_or(String::new(), |p| format!("signal = \"{}\"\n", p.display()));
+        // The simulator's liveness probe is the client's keepalive (its probes on every link,
+        // echoed by the gateway); the session's receive timeout stays above it.
+        let keepalive = c.liveness_probe.map_or(String::new(), |every| {
+            let k = ms(every.0);
+            format!(
+                "keepalive_ms = {k}\ndead_after_ms = {}\n",
+                (5 * k).max(5000)
+            )
+        });
         let mut client = format!(
-            "{transport}private_key = \"{cl_priv}\"\ngateway_public_key = \"{gw_pub}\"\n\
+            "{transport}{keepalive}private_key = \"{cl_priv}\"\ngateway_public_key = \"{gw_pub}\"\n\
              gateway = \"{}:7000\"\n[tun]\nname = \"braid0\"\naddress = \"{TUN_CLIENT}/24\"\nmtu = {mtu}\n\
              [ops]\ncontrol = \"{}\"\n[pm]\nmode = \"{}\"\nremove_weak = {}\n{signal_line}{}{connection}\n{datagram}",
             server_addr(0),

@@ -710,6 +710,21 @@ fn lab_refuses_what_it_cannot_emulate_by_key() {
             &["--endpoint", "pm"],
             "tunnel: the kernel MPTCP endpoint runs no tunnel",
         ),
+        (
+            "e3-rtt-below-rtomin.toml",
+            &["--set", "connection.liveness_probe=1500us"],
+            "connection.liveness_probe: braid tunnel's keepalive_ms takes whole milliseconds from 10",
+        ),
+        (
+            "e3-rtt-below-rtomin.toml",
+            &[
+                "--endpoint",
+                "mptcp",
+                "--set",
+                "connection.liveness_probe=1s",
+            ],
+            "connection.liveness_probe: kernel MPTCP sends no liveness probes",
+        ),
     ];
     for (file, args, want) in cases {
         let out = braid()

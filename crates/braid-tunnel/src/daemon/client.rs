@@ -716,6 +716,7 @@ impl Client {
     }
 
     async fn produce(&mut self, now: Instant, tun: &mut Tun) {
+        let mut probe_now = false;
         while let Some(ev) = self.sec.poll_event() {
             match ev {
                 SecEvent::Established { index, .. } => {
@@ -732,8 +733,12 @@ impl Client {
                     }
                     match &mut self.tunnel {
                         // The gateway answered: paths that backed off while it was out of
-                        // reach (every link silent) retransmit now.
-                        Some(t) => t.conn.peer_alive(now),
+                        // reach (every link silent) retransmit now, and the liveness probes
+                        // tell the gateway's paths the same at once, not a keepalive later.
+                        Some(t) => {
+                            t.conn.peer_alive(now);
+                            probe_now = true;
+                        }
                         None => self.start_connection(now),
                     }
                 }
@@ -751,6 +756,9 @@ impl Client {
         }
         while let Some(d) = self.sec.poll_transmit() {
             self.send_secure(&d).await;
+        }
+        if probe_now {
+            self.probe(now).await;
         }
         let first = self.first_link as u8;
         self.pm.run(
