@@ -72,7 +72,8 @@ pub struct ClientConfig {
     #[serde(default)]
     pub ops: OpsConfig,
     /// Without any authenticated datagram from the gateway for this long (ms), start over
-    /// with a new handshake and a new connection.
+    /// with a new handshake (the connection and what it holds stay); also how long a
+    /// connection may have no usable path while the gateway answers before it is replaced.
     #[serde(default = "default_dead_after_ms")]
     pub dead_after_ms: u64,
     /// Keepalive interval towards the gateway when nothing else is sent (ms).
