@@ -52,7 +52,7 @@ pub const METRICS: &[MetricDef] = &[
         unit: "ms",
         experiments: "E3, E4, E5, E6, E7, E8, ping-pong",
         per: Per::Event,
-        about: "largest interval between consecutive in-order deliveries in the event window (the run after warmup when there are no events), never after the application stopped or its file completed",
+        about: "largest interval between consecutive in-order deliveries in the event window (the run after warmup when there are no events; none when the application is done before the warmup ends), never after the application stopped or its file completed",
         shown: Shown::Median,
     },
     MetricDef {
@@ -79,7 +79,7 @@ pub const METRICS: &[MetricDef] = &[
         unit: "Mbit/s",
         experiments: "E1, E2, E5, E9, E10, E13",
         per: Per::Run,
-        about: "in-order bytes delivered to the application per second after warmup, until the application stops or its file completes",
+        about: "in-order bytes delivered to the application per second after warmup, until the application stops or its file completes (none when it is done before the warmup ends)",
         shown: Shown::Median,
     },
     MetricDef {

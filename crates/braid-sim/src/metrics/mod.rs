@@ -61,7 +61,10 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
         .first()
         .and_then(finished_at)
         .map_or(end, |s| s.min(end));
-    let span = until.saturating_sub(warm).as_secs_f64().max(1e-9);
+    // An application done before the warmup ended (a file shorter than the warmup) leaves no
+    // time to measure throughput or a whole-run gap over: those are left out, not zero.
+    let measured = until > warm;
+    let span = until.saturating_sub(warm).as_secs_f64();
 
     // Throughput.
     let delivered: u64 = r
@@ -70,11 +73,13 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
         .filter(|(t, _)| *t >= us(warm))
         .map(|&(_, b)| u64::from(b))
         .sum();
-    out.insert(
-        "throughput_mbps".into(),
-        vec![delivered as f64 * 8.0 / span / 1e6],
-    );
-    if let (Some(first), Some(last)) = (sample_at(r, warm), r.samples.last()) {
+    if measured {
+        out.insert(
+            "throughput_mbps".into(),
+            vec![delivered as f64 * 8.0 / span / 1e6],
+        );
+    }
+    if let (true, Some(first), Some(last)) = (measured, sample_at(r, warm), r.samples.last()) {
         for (i, name) in r.link_names.iter().enumerate() {
             let b = last.link_rx[i].saturating_sub(first.link_rx[i]);
             out.insert(link_key(name), vec![b as f64 * 8.0 / span / 1e6]);
@@ -116,7 +121,9 @@ pub fn compute(r: &RunRecord, m: &MetricsSpec) -> BTreeMap<String, Vec<f64>> {
         .filter(|e| e.t >= warm && e.t < until && e.t + m.after.0 <= end)
         .collect();
     if events.is_empty() {
-        out.insert("max_gap_ms".into(), vec![max_gap(r, warm, until.max(warm))]);
+        if measured {
+            out.insert("max_gap_ms".into(), vec![max_gap(r, warm, until)]);
+        }
         out.insert(
             "reinjection_rate_pct".into(),
             vec![reinjection_rate(r, warm, end)],
@@ -652,6 +659,38 @@ mod tests {
         let out = compute(&r, &m);
         assert_eq!(out["event_windows"], vec![0.0]);
         assert!((out["max_gap_ms"][0] - 10.0).abs() < 1e-6, "{out:?}");
+    }
+
+    #[test]
+    fn a_file_done_before_the_warmup_ended_has_no_throughput_and_no_whole_run_gap() {
+        // The 2 MB file of the test above, complete at 3 s, with a 4 s warmup: no time after
+        // the warmup to measure over (the table shows "-", not 0 Mbit/s); its transfer
+        // figures stay.
+        let mut r = record();
+        r.loss_events.clear();
+        r.deliveries = (100..=300).map(|i| (i * 10_000u64, 10_000)).collect();
+        r.flows = vec![FlowRecord {
+            name: "main".into(),
+            start: Duration::from_secs(1),
+            delivered: 2_000_000,
+            file_bytes: Some(2_000_000),
+            completed: Some(Duration::from_secs(3)),
+            ..FlowRecord::default()
+        }];
+        r.completed = Some(Duration::from_secs(3));
+        let m = MetricsSpec {
+            warmup: crate::units::Dur(Duration::from_secs(4)),
+            ..MetricsSpec::default()
+        };
+        let out = compute(&r, &m);
+        for k in ["throughput_mbps", "link.wlan.throughput_mbps", "max_gap_ms"] {
+            assert!(!out.contains_key(k), "{k}: {out:?}");
+        }
+        assert!((out["completion_s"][0] - 2.0).abs() < 1e-9, "{out:?}");
+        assert!((out["transfer_mbps"][0] - 8.0).abs() < 1e-6, "{out:?}");
+        // Done exactly when the warmup ends: still nothing to measure over.
+        r.flows[0].completed = Some(Duration::from_secs(4));
+        assert!(!compute(&r, &m).contains_key("throughput_mbps"));
     }
 
     #[test]
