@@ -149,8 +149,9 @@ pub struct Options {
     /// Set (by a signal handler) to stop at once; the run then cleans up and fails.
     pub interrupted: Arc<AtomicBool>,
     /// A CBR application reaches the braid tunnel over one inner TCP stream instead of one
-    /// UDP datagram per message.
-    pub cbr_over_tcp: bool,
+    /// UDP datagram per message; `None`: as the scenario's `tunnel.cbr_over` says (UDP
+    /// without `[tunnel]`), as the simulator runs it.
+    pub cbr_over_tcp: Option<bool>,
     /// Bulk and file applications run as iperf3 (client and server) instead of the lab's own
     /// sender and receiver.
     pub iperf3: bool,
@@ -1683,7 +1684,9 @@ fn run_once(
         (tx, rx)
     } else if s.app.kind == AppKind::Cbr
         && opts.endpoint == Endpoint::Tunnel
-        && !opts.cbr_over_tcp
+        && !opts
+            .cbr_over_tcp
+            .unwrap_or_else(|| v.tunnel.as_ref().is_some_and(|t| !t.cbr_udp))
         && !direct
     {
         // CBR over UDP: each message one IP packet in the tunnel's stream.

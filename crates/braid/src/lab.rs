@@ -45,11 +45,12 @@ pub struct LabArgs {
     /// the lab's and their ratio.
     #[arg(long)]
     compare: bool,
-    /// How a CBR application reaches the braid tunnel: `udp` (each message one datagram, as
-    /// the simulator's application writes into the connection) or `tcp` (one inner TCP
-    /// stream, whose own congestion control and retransmissions then add to the delays).
-    #[arg(long, default_value = "udp", value_name = "udp|tcp")]
-    cbr_over: String,
+    /// How a CBR application reaches the braid tunnel: `udp` (each message one datagram) or
+    /// `tcp` (one inner TCP stream, whose own congestion control and retransmissions then add
+    /// to the delays). Default: the scenario's `tunnel.cbr_over` (udp without `[tunnel]`), as
+    /// the simulator runs it.
+    #[arg(long, value_name = "udp|tcp")]
+    cbr_over: Option<String>,
     /// Run bulk and file applications with iperf3 (server and client in the namespaces, its
     /// JSON report read at the end) instead of the lab's own sender and receiver.
     #[arg(long)]
@@ -104,10 +105,11 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
         endpoint,
         braid: std::env::current_exe().context("the braid executable")?,
         interrupted,
-        cbr_over_tcp: match a.cbr_over.as_str() {
-            "udp" => false,
-            "tcp" => true,
-            other => bail!("--cbr-over: `{other}` is not udp or tcp"),
+        cbr_over_tcp: match a.cbr_over.as_deref() {
+            None => None,
+            Some("udp") => Some(false),
+            Some("tcp") => Some(true),
+            Some(other) => bail!("--cbr-over: `{other}` is not udp or tcp"),
         },
         iperf3: a.iperf3,
         keep: a.keep.clone(),

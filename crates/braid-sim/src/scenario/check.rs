@@ -729,9 +729,17 @@ fn build_tunnel(
     inner
         .validate()
         .map_err(|m| (Some("connection.max_datagram_size".into()), m))?;
+    let cbr_udp = match t.cbr_over.as_str() {
+        "udp" => s.app.kind == AppKind::Cbr,
+        "tcp" => false,
+        other => {
+            return Err((k("cbr_over"), format!("`{other}` is not udp or tcp")));
+        }
+    };
     Ok(Some(super::TunnelVariant {
         tunnel,
         inner: Arc::new(inner),
+        cbr_udp,
     }))
 }
 

@@ -100,6 +100,9 @@ pub struct TunnelVariant {
     /// The end-to-end flow's connection (single path; its datagrams fit the tunnel's MTU in
     /// an IPv4 and TCP header).
     pub inner: Arc<Config>,
+    /// The application is CBR and its messages go into the tunnel as IPv4/UDP packets, one
+    /// each (`cbr_over = "udp"`), not through the end-to-end connection.
+    pub cbr_udp: bool,
 }
 
 /// A loaded scenario file: the variants to compare.

@@ -549,7 +549,8 @@ pub struct Scenario {
 }
 
 /// `[tunnel]` (seed 003, SPEC M5): the application's flow runs end to end, over its own
-/// single-path TCP-like connection, through `braid tunnel`'s connection between the client
+/// single-path TCP-like connection (a CBR application's over UDP unless `cbr_over = "tcp"`),
+/// through `braid tunnel`'s connection between the client
 /// (the tunnel client) and the server (the gateway): the daemon's own sans-IO tunnel
 /// (`braid_tunnel::Tunnel`: PtoS/StoP over the multipath connection of `[connection]`, or one
 /// datagram per packet with the reorder buffer), with the daemon's defaults for the rest.
@@ -569,6 +570,11 @@ pub struct TunnelSpec {
     pub inseq_timeout: Dur,
     /// The end-to-end flow's congestion control: cubic | newreno.
     pub congestion: String,
+    /// How a CBR application's messages reach the tunnel: udp (each message one IPv4/UDP
+    /// packet, as a real-time application sends them, nothing resent end to end; the
+    /// default, as `braid lab` runs it) | tcp (one end-to-end TCP stream, the hosts' TCP, as
+    /// for bulk and file transfers).
+    pub cbr_over: String,
 }
 
 impl Default for TunnelSpec {
@@ -579,6 +585,7 @@ impl Default for TunnelSpec {
             ofo_timeout: Dur(Duration::from_millis(10)),
             inseq_timeout: Dur(Duration::from_millis(1)),
             congestion: "cubic".into(),
+            cbr_over: "udp".into(),
         }
     }
 }

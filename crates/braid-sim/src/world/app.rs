@@ -130,9 +130,23 @@ impl World<'_> {
         if self.now < app.start || app.stop.is_some_and(|t| self.now >= t) {
             return false;
         }
+        let mut wrote = false;
+        if app.kind == AppKind::Cbr && self.eps[app.sender].cbr_over_udp() {
+            // Over UDP: every message goes at once, nothing holds it back.
+            let (size, sender) = (app.size, app.sender);
+            while let Some((seq, gen_at)) = self.apps[flow].backlog.pop_front() {
+                let mut msg = std::mem::take(&mut self.chunk);
+                msg[..8].copy_from_slice(&seq.to_le_bytes());
+                msg[8..16].copy_from_slice(&gen_at.micros().to_le_bytes());
+                self.tunnel_send_udp(sender, &msg[..size]);
+                self.chunk = msg;
+                self.apps[flow].written += size as u64;
+                wrote = true;
+            }
+            return wrote;
+        }
         let conn = self.eps[app.sender].app_conn();
         let verify = self.opts.verify;
-        let mut wrote = false;
         match app.kind {
             AppKind::Cbr => {
                 let size = app.size;
@@ -184,6 +198,29 @@ impl World<'_> {
 
     pub(super) fn app_read(&mut self, flow: usize) -> bool {
         let mut any = false;
+        let receiver = self.apps[flow].receiver;
+        if self.apps[flow].kind == AppKind::Cbr && self.eps[receiver].cbr_over_udp() {
+            // Over UDP: whole messages, in the order they came out of the tunnel.
+            while let Some(msg) = self.eps[receiver]
+                .tunnel
+                .as_mut()
+                .and_then(|t| t.udp_in.pop_front())
+            {
+                any = true;
+                let n = msg.len();
+                if flow == 0 {
+                    self.rec.deliveries.push((self.now.micros(), n as u32));
+                }
+                if n == self.apps[flow].size {
+                    self.scratch[..n].copy_from_slice(&msg);
+                    self.parse_messages(flow, n);
+                } else {
+                    self.apps[flow].corrupt += n as u64;
+                }
+                self.apps[flow].delivered += n as u64;
+            }
+            return any;
+        }
         let read = self.apps[flow].kind == AppKind::Cbr || self.opts.verify;
         loop {
             let app = &mut self.apps[flow];

@@ -14,10 +14,13 @@
 //! classifies them as the daemon does: a datagram that carries no stream data is an
 //! acknowledgement and travels as a pure TCP acknowledgement (40 bytes, the daemon sends those
 //! per packet); its content waits at the far end in [`AckStore`], named by the TCP sequence
-//! number. Not simulated: the secure layer (its connection id and AEAD overhead; a link's
-//! `overhead` can add them).
+//! number. A CBR application's messages skip the end-to-end connection by default
+//! (`cbr_over = "udp"`): each goes into the tunnel as an IPv4/UDP packet, fragmented as the
+//! host's IP layer fragments one larger than the tunnel's MTU, and is the application's when
+//! its last fragment comes out at the far end; nothing resends it end to end. Not simulated:
+//! the secure layer (its connection id and AEAD overhead; a link's `overhead` can add them).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use braid_core::{AddrId, Connection, Instant, Side};
 use braid_tunnel::daemon::{CONN_ID_LEN, Tunnel};
@@ -36,6 +39,16 @@ pub(super) struct TunnelEnd {
     dg: Vec<u8>,
     pkt: Vec<u8>,
     got: Vec<Vec<u8>>,
+    /// CBR messages travel as UDP packets (`cbr_over = "udp"`), not on `inner`.
+    pub cbr_udp: bool,
+    /// The IPv4 identification of the next UDP datagram sent, and the largest packet the
+    /// tunnel takes (its TUN MTU).
+    udp_id: u16,
+    mtu: usize,
+    /// UDP datagrams in reassembly, oldest first.
+    frags: VecDeque<Fragments>,
+    /// UDP payloads (CBR messages) received whole, for the application.
+    pub udp_in: VecDeque<Vec<u8>>,
 }
 
 impl TunnelEnd {
@@ -46,9 +59,85 @@ impl TunnelEnd {
             dg: Vec::new(),
             pkt: Vec::new(),
             got: Vec::new(),
+            cbr_udp: v.cbr_udp,
+            udp_id: 0,
+            mtu: v.tunnel.ptos.max_packet_len,
+            frags: VecDeque::new(),
+            udp_in: VecDeque::new(),
         })
     }
+
+    /// A UDP datagram from the peer's host, or one of its IPv4 fragments: its payload goes to
+    /// `udp_in` once the datagram is whole. At most [`REASSEMBLY`] datagrams wait for missing
+    /// fragments; beyond, the oldest is given up (lost), as a host's reassembly queue is bounded.
+    fn receive_udp(frags: &mut VecDeque<Fragments>, udp_in: &mut VecDeque<Vec<u8>>, packet: &[u8]) {
+        let (Some(id), Some(frag)) = (packet.get(4..6), packet.get(6..8)) else {
+            return;
+        };
+        let id = u16::from_be_bytes([id[0], id[1]]);
+        let frag = u16::from_be_bytes([frag[0], frag[1]]);
+        let (more, offset) = (frag & MORE_FRAGMENTS != 0, usize::from(frag & 0x1fff) * 8);
+        let piece = &packet[IPV4_HEADER.min(packet.len())..];
+        if !more && offset == 0 {
+            if let Some(payload) = piece.get(UDP_HEADER..) {
+                udp_in.push_back(payload.to_vec());
+            }
+            return;
+        }
+        let i = match frags.iter().position(|f| f.id == id) {
+            Some(i) => i,
+            None => {
+                if frags.len() == REASSEMBLY {
+                    frags.pop_front();
+                }
+                frags.push_back(Fragments {
+                    id,
+                    data: Vec::new(),
+                    have: 0,
+                    total: None,
+                });
+                frags.len() - 1
+            }
+        };
+        let f = &mut frags[i];
+        let end = offset + piece.len();
+        if f.data.len() < end {
+            f.data.resize(end, 0);
+        }
+        f.data[offset..end].copy_from_slice(piece);
+        f.have += piece.len();
+        if !more {
+            f.total = Some(end);
+        }
+        if f.total.is_some_and(|t| f.have >= t)
+            && let Some(f) = frags.remove(i)
+            && let Some(payload) = f.data.get(UDP_HEADER..)
+        {
+            udp_in.push_back(payload.to_vec());
+        }
+    }
 }
+
+/// A UDP datagram whose fragments are arriving.
+struct Fragments {
+    id: u16,
+    /// The datagram (UDP header first) as far as its fragments say.
+    data: Vec<u8>,
+    /// Bytes of fragments received.
+    have: usize,
+    /// Its length, once the last fragment is in.
+    total: Option<usize>,
+}
+
+/// IPv4 header, UDP header; the fragment field's "more fragments" flag.
+const IPV4_HEADER: usize = 20;
+const UDP_HEADER: usize = 8;
+const MORE_FRAGMENTS: u16 = 0x2000;
+/// Datagrams in reassembly at most.
+const REASSEMBLY: usize = 64;
+/// IPv4 protocol numbers.
+const TCP: u8 = 6;
+const UDP: u8 = 17;
 
 /// The content of acknowledgements in flight as pure TCP acknowledgements, by sequence
 /// number. Those lost on the way are forgotten once `KEEP` newer ones were stored.
@@ -93,37 +182,78 @@ fn with_end<R>(ep: &mut Endpoint, f: impl FnOnce(&mut TunnelEnd) -> R) -> Option
     Some(r)
 }
 
-/// The end-to-end datagram `dg` as an IPv4/TCP packet into `out` (client 10.0.0.1:40000,
-/// server 10.0.0.2:5201); `ack_id`: a pure acknowledgement standing for a stored datagram.
-fn wrap(side: Side, dg: &[u8], ack_id: Option<u32>, out: &mut Vec<u8>) {
-    let (src, dst, sport, dport) = match side {
+/// The hosts' addresses and ports, sender's first: client 10.0.0.1:40000, server
+/// 10.0.0.2:5201.
+fn hosts(side: Side) -> ([u8; 4], [u8; 4], u16, u16) {
+    match side {
         Side::Client => ([10, 0, 0, 1], [10, 0, 0, 2], 40000, 5201),
         Side::Server => ([10, 0, 0, 2], [10, 0, 0, 1], 5201, 40000),
-    };
-    let payload: &[u8] = if ack_id.is_some() { &[] } else { dg };
-    let total = (INNER_HEADERS + payload.len()) as u16;
+    }
+}
+
+/// An IPv4 header into `out` (cleared first) for `len` bytes of payload; `frag` is the flags
+/// and fragment offset field.
+fn ipv4(side: Side, proto: u8, id: u16, frag: u16, len: usize, out: &mut Vec<u8>) {
+    let (src, dst, _, _) = hosts(side);
+    let total = ((IPV4_HEADER + len) as u16).to_be_bytes();
+    let (id, frag) = (id.to_be_bytes(), frag.to_be_bytes());
     out.clear();
     out.extend_from_slice(&[
-        0x45,
-        0,
-        (total >> 8) as u8,
-        total as u8,
-        0,
-        0,
-        0x40,
-        0,
-        64,
-        6,
-        0,
-        0,
+        0x45, 0, total[0], total[1], id[0], id[1], frag[0], frag[1], 64, proto, 0, 0,
     ]);
     out.extend_from_slice(&src);
     out.extend_from_slice(&dst);
+}
+
+/// The end-to-end datagram `dg` as an IPv4/TCP packet into `out`; `ack_id`: a pure
+/// acknowledgement standing for a stored datagram.
+fn wrap(side: Side, dg: &[u8], ack_id: Option<u32>, out: &mut Vec<u8>) {
+    let (_, _, sport, dport) = hosts(side);
+    let payload: &[u8] = if ack_id.is_some() { &[] } else { dg };
+    // Don't fragment, as TCP's segments.
+    ipv4(
+        side,
+        TCP,
+        0,
+        0x4000,
+        INNER_HEADERS - IPV4_HEADER + payload.len(),
+        out,
+    );
     out.extend_from_slice(&u16::to_be_bytes(sport));
     out.extend_from_slice(&u16::to_be_bytes(dport));
     out.extend_from_slice(&ack_id.unwrap_or(0).to_be_bytes());
     out.extend_from_slice(&[0, 0, 0, 0, 0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0]);
     out.extend_from_slice(payload);
+}
+
+/// The CBR message `msg` as a UDP datagram in IPv4 packets of at most `mtu` bytes: one, or
+/// fragments whose payloads are multiples of 8 bytes but the last (`emit` gets each).
+fn wrap_udp(
+    side: Side,
+    id: u16,
+    msg: &[u8],
+    mtu: usize,
+    out: &mut Vec<u8>,
+    mut emit: impl FnMut(&[u8]),
+) {
+    let (_, _, sport, dport) = hosts(side);
+    let len = UDP_HEADER + msg.len();
+    let mut udp = Vec::with_capacity(len);
+    udp.extend_from_slice(&sport.to_be_bytes());
+    udp.extend_from_slice(&dport.to_be_bytes());
+    udp.extend_from_slice(&(len.min(usize::from(u16::MAX)) as u16).to_be_bytes());
+    udp.extend_from_slice(&[0, 0]);
+    udp.extend_from_slice(msg);
+    let step = (mtu.saturating_sub(IPV4_HEADER) / 8 * 8).max(8);
+    let mut at = 0;
+    while at < len {
+        let end = (at + step).min(len);
+        let more = if end < len { MORE_FRAGMENTS } else { 0 };
+        ipv4(side, UDP, id, more | (at / 8) as u16, end - at, out);
+        out.extend_from_slice(&udp[at..end]);
+        emit(out);
+        at = end;
+    }
 }
 
 /// The end-to-end datagram an IPv4/TCP packet of [`wrap`] carries.
@@ -152,6 +282,7 @@ impl World<'_> {
             let acks = &mut self.tunnel_acks;
             with_end(&mut self.eps[ep], |e| {
                 let (t, inner) = (&mut e.tunnel, &mut e.inner);
+                let (frags, udp_in) = (&mut e.frags, &mut e.udp_in);
                 while inner.poll_event().is_some() {}
                 loop {
                     let before = inner.stats().data_packets_sent;
@@ -179,7 +310,10 @@ impl World<'_> {
                     n += 1;
                 });
                 for p in &got[..n] {
-                    if let Some(d) = unwrap(p, acks) {
+                    if p.get(9) == Some(&UDP) {
+                        TunnelEnd::receive_udp(frags, udp_in, p);
+                        moved = true;
+                    } else if let Some(d) = unwrap(p, acks) {
                         let _ = inner.handle_datagram(now, &d);
                         moved = true;
                     }
@@ -244,12 +378,33 @@ impl World<'_> {
         with_tunnel(&mut self.eps[ep], |t, _| t.handle(now, data));
     }
 
-    /// The client's host opens its end-to-end connection.
+    /// The client's host opens its end-to-end connection (none for CBR over UDP).
     pub(super) fn tunnel_open(&mut self, ep: usize) {
         let now = self.now;
-        if let Some(t) = &mut self.eps[ep].tunnel {
+        if let Some(t) = &mut self.eps[ep].tunnel
+            && !t.cbr_udp
+        {
             let _ = t.inner.open_path(now, AddrId(0), AddrId(0), false);
         }
+    }
+
+    /// Endpoint `ep`'s host sends the CBR message `msg` over UDP through its tunnel. A packet
+    /// the tunnel refuses (its stream's queue full) is dropped, as the TUN queue drops it.
+    pub(super) fn tunnel_send_udp(&mut self, ep: usize, msg: &[u8]) {
+        let now = self.now;
+        let side = if self.eps[ep].client {
+            Side::Client
+        } else {
+            Side::Server
+        };
+        with_end(&mut self.eps[ep], |e| {
+            let id = e.udp_id;
+            e.udp_id = e.udp_id.wrapping_add(1);
+            let t = &mut e.tunnel;
+            wrap_udp(side, id, msg, e.mtu, &mut e.pkt, |p| {
+                let _ = t.push(now, p);
+            });
+        });
     }
 }
 
@@ -273,5 +428,45 @@ mod tests {
         assert_eq!(unwrap(&pkt, &mut acks).as_deref(), Some(&dg[..40]));
         // Taken once.
         assert_eq!(unwrap(&pkt, &mut acks), None);
+    }
+
+    #[test]
+    fn a_udp_message_larger_than_the_mtu_arrives_whole_whatever_the_fragments_order() {
+        let msg: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+        let mut frags = Vec::new();
+        wrap_udp(Side::Client, 9, &msg, 1400, &mut Vec::new(), |p| {
+            frags.push(p.to_vec())
+        });
+        // 3008 bytes of UDP in 1376-byte pieces (multiples of 8): three packets within 1400.
+        assert_eq!(frags.len(), 3);
+        assert!(frags.iter().all(|p| p.len() <= 1400 && p[9] == UDP));
+        let (mut reasm, mut got) = (VecDeque::new(), VecDeque::new());
+        for i in [2, 0, 1] {
+            assert!(got.is_empty());
+            TunnelEnd::receive_udp(&mut reasm, &mut got, &frags[i]);
+        }
+        assert_eq!(got.pop_front().as_deref(), Some(&msg[..]));
+        assert!(reasm.is_empty());
+        // One that fits goes whole; one missing a fragment never comes out, and a bounded
+        // number of such wait.
+        wrap_udp(Side::Server, 10, &msg[..500], 1400, &mut Vec::new(), |p| {
+            TunnelEnd::receive_udp(&mut reasm, &mut got, p)
+        });
+        assert_eq!(got.pop_front().as_deref(), Some(&msg[..500]));
+        for id in 0..200 {
+            let mut n = 0;
+            wrap_udp(Side::Client, id, &msg, 1400, &mut Vec::new(), |p| {
+                if n != 1 {
+                    TunnelEnd::receive_udp(&mut reasm, &mut got, p);
+                }
+                n += 1;
+            });
+        }
+        assert!(got.is_empty());
+        assert_eq!(reasm.len(), REASSEMBLY);
+        // Truncated packets are ignored.
+        TunnelEnd::receive_udp(&mut reasm, &mut got, &frags[0][..5]);
+        TunnelEnd::receive_udp(&mut reasm, &mut got, &frags[1][..20]);
+        assert!(got.is_empty());
     }
 }
