@@ -19,11 +19,15 @@
 //! (`queued`) before the segment arrived on the earliest path with room (ECF's test, with
 //! arrival estimates in place of RTTs): a long queue keeps every path busy, so a path of twice
 //! the RTT still adds its capacity. Not for a path that delivers less than an eighth of the
-//! earliest one's rate: a tunnel's send queue holds megabytes whenever its links are the
-//! bottleneck, and a 1 Mbit/s path then filled its queue with segments that arrived a second
-//! late, for 1 % more capacity (through the real tunnel beside 100 Mbit/s: 20–30 Mbit/s
-//! instead of 42–50); for such a path the queue counts for two of the earliest path's windows
-//! at most. Reinjections go on the earliest path with room.
+//! fastest path ahead of it (of those a segment would reach the peer over sooner):
+//! a tunnel's send queue holds megabytes whenever its links are the bottleneck, and a 1 Mbit/s
+//! path then filled its queue with segments that arrived a second late, for 1 % more capacity
+//! (through the real tunnel beside 100 Mbit/s: 20–30 Mbit/s instead of 42–50); for such a
+//! path the queue counts for two of the earliest path's windows at most. Judged against the
+//! earliest path alone, a 2 Mbit/s path with a 1000-packet queue beside a 10 Mbit/s path of
+//! 1 ms (the earliest) and two of 50 Mbit/s took segments until it held 1.4 MB (5 s of queue)
+//! while the 50 Mbit/s paths idled: the tunnel at 14 Mbit/s against 46 for one of them
+//! alone. Reinjections go on the earliest path with room.
 
 use std::time::Duration;
 
@@ -92,9 +96,17 @@ impl Scheduler for Arrival {
             return Some(best.id);
         }
         let other = with_room?;
+        // The fastest of the paths a segment would reach the peer over sooner than over
+        // `other` (the earliest among them; none has room): `other` is slow beside it, not
+        // only beside the earliest.
+        let by_other = arrival(other, cx.mss);
+        let fastest_ahead = candidates(cx.paths, None)
+            .filter(|p| p.id == best.id || (p.id != other.id && arrival(p, cx.mss) < by_other))
+            .map(rate)
+            .fold(0.0, f64::max);
         // Waiting for the earliest path pays only if it delivers the whole queue before the
         // other would deliver this segment.
-        let queued = if rate(other) * SHARE >= rate(best) || !rate_is_capacity(other) {
+        let queued = if rate(other) * SHARE >= fastest_ahead || !rate_is_capacity(other) {
             cx.queued
         } else {
             cx.queued.min(2 * best.cwnd)

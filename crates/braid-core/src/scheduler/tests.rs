@@ -367,6 +367,42 @@ fn arrival_counts_a_long_queue_only_for_a_path_worth_its_late_arrivals() {
 }
 
 #[test]
+fn arrival_judges_a_slow_path_beside_the_fastest_path_ahead_of_it() {
+    // The earliest path is a 10 Mbit/s one of 2 ms (12 ms with its 14 kB window full), a
+    // 50 Mbit/s one of 20 ms comes next, full too; a 2 Mbit/s path of 100 ms has room (it met
+    // its capacity), and 4 MB wait. Beside the earliest path alone it is not slow (a fifth of it), so the whole
+    // queue used to count and it took segments for seconds of its own queue; beside the
+    // 50 Mbit/s path it is a twenty-fifth: the queue counts for two of the earliest path's
+    // windows, and that path is waited for.
+    let mut slow = rated(2, 100, 2, 0);
+    slow.probed = true;
+    slow.cwnd = 200_000;
+    slow.has_room = true;
+    let mut earliest = rated(0, 2, 10, 14_000);
+    earliest.cwnd = 14_000;
+    earliest.has_room = false;
+    let paths = [earliest, rated(1, 20, 50, 64_000), slow];
+    let mut s = Arrival::default();
+    assert_eq!(arrival_pick(&mut s, &paths, 4_000_000), None);
+    // Without the 50 Mbit/s path the earliest is the fastest ahead: as before, the whole
+    // queue counts (3.2 s on 10 Mbit/s) and the 2 Mbit/s path is used.
+    let mut s = Arrival::default();
+    assert_eq!(
+        arrival_pick(&mut s, &[paths[0], paths[2]], 4_000_000),
+        Some(PathId(2))
+    );
+    // A 50 Mbit/s path that is not ahead of it (its segments would arrive later) does not
+    // count: a 300 ms path with its window full.
+    let mut late = rated(1, 300, 50, 64_000);
+    late.min_rtt = Duration::from_millis(300);
+    let mut s = Arrival::default();
+    assert_eq!(
+        arrival_pick(&mut s, &[paths[0], late, paths[2]], 4_000_000),
+        Some(PathId(2))
+    );
+}
+
+#[test]
 fn arrival_judges_a_path_slow_only_once_its_rate_measures_what_it_can_carry() {
     // LTE of 10 Mbit/s and 50 ms with its window full; a satellite path of 600 ms that has
     // carried only its initial window (15 kB): 0.2 Mbit/s measured, 10 MB queued.
