@@ -370,10 +370,10 @@ fn arrival_counts_a_long_queue_only_for_a_path_worth_its_late_arrivals() {
 fn arrival_judges_a_slow_path_beside_the_fastest_path_ahead_of_it() {
     // The earliest path is a 10 Mbit/s one of 2 ms (12 ms with its 14 kB window full), a
     // 50 Mbit/s one of 20 ms comes next, full too; a 2 Mbit/s path of 100 ms has room (it met
-    // its capacity), and 4 MB wait. Beside the earliest path alone it is not slow (a fifth of it), so the whole
-    // queue used to count and it took segments for seconds of its own queue; beside the
-    // 50 Mbit/s path it is a twenty-fifth: the queue counts for two of the earliest path's
-    // windows, and that path is waited for.
+    // its capacity), and 4 MB wait. Beside the earliest path alone it is not slow (a fifth of
+    // it), so the whole queue used to count and it took segments for seconds of its own
+    // queue; beside the 50 Mbit/s path it is a twenty-fifth: the queue counts for two of the
+    // earliest path's windows, and that path is waited for.
     let mut slow = rated(2, 100, 2, 0);
     slow.probed = true;
     slow.cwnd = 200_000;
