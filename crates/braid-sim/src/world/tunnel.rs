@@ -238,19 +238,21 @@ fn wrap_udp(
 ) {
     let (_, _, sport, dport) = hosts(side);
     let len = UDP_HEADER + msg.len();
-    let mut udp = Vec::with_capacity(len);
-    udp.extend_from_slice(&sport.to_be_bytes());
-    udp.extend_from_slice(&dport.to_be_bytes());
-    udp.extend_from_slice(&(len.min(usize::from(u16::MAX)) as u16).to_be_bytes());
-    udp.extend_from_slice(&[0, 0]);
-    udp.extend_from_slice(msg);
+    let (s, d, l) = (
+        sport.to_be_bytes(),
+        dport.to_be_bytes(),
+        (len.min(usize::from(u16::MAX)) as u16).to_be_bytes(),
+    );
+    let header = [s[0], s[1], d[0], d[1], l[0], l[1], 0, 0];
     let step = (mtu.saturating_sub(IPV4_HEADER) / 8 * 8).max(8);
     let mut at = 0;
     while at < len {
+        // Bytes [at, end) of the datagram: the UDP header, then the message.
         let end = (at + step).min(len);
         let more = if end < len { MORE_FRAGMENTS } else { 0 };
         ipv4(side, UDP, id, more | (at / 8) as u16, end - at, out);
-        out.extend_from_slice(&udp[at..end]);
+        out.extend_from_slice(&header[at.min(UDP_HEADER)..end.min(UDP_HEADER)]);
+        out.extend_from_slice(&msg[at.max(UDP_HEADER) - UDP_HEADER..end - UDP_HEADER]);
         emit(out);
         at = end;
     }
