@@ -1550,6 +1550,7 @@ fn keep_run(
                     "lost_in_flight": g(&c.lost_in_flight), "kernel_drops": g(&c.kernel_drops),
                     "send_errors": g(&c.send_errors), "late_us_max": g(&c.late_us_max),
                     "high_priority": c.high_priority.load(Ordering::Relaxed),
+                    "cpus_awake": c.cpus_awake.load(Ordering::Relaxed),
                 })
             };
             serde_json::json!({ "link": name, "down": dir(down), "up": dir(up) })
