@@ -185,11 +185,17 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
             &|_| {},
         )
     });
+    let note = sim
+        .as_ref()
+        .and_then(|_| not_simulated_alike(&plan, endpoint));
     let mut out = std::io::stdout().lock();
     if a.json {
         let mut v = report::json(&result);
         if let Some(sim) = &sim {
             v["compare"] = compare_json(sim, &result);
+        }
+        if let Some(note) = &note {
+            v["compare_note"] = note.as_str().into();
         }
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     } else {
@@ -197,8 +203,29 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
         if let Some(sim) = &sim {
             write!(out, "{}", compare_table(sim, &result))?;
         }
+        if let Some(note) = &note {
+            writeln!(out, "note: {note}")?;
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Why the simulator beside the lab ran something else, if it did: through the tunnel a bulk
+/// or file application is a TCP flow of the hosts, which the simulator models only under
+/// `[tunnel]`; without it the simulator's application writes into the connection itself (no
+/// TCP of the hosts in between, no head-of-line wait of theirs).
+fn not_simulated_alike(plan: &scenario::Plan, endpoint: lab::Endpoint) -> Option<String> {
+    use braid_sim::scenario::AppKind;
+    let s = plan.base();
+    (endpoint == lab::Endpoint::Tunnel
+        && s.tunnel.is_none()
+        && matches!(s.app.kind, AppKind::Bulk | AppKind::File))
+    .then(|| {
+        "the file has no [tunnel]: the simulator's application wrote into the connection, the \
+         lab's went through the tunnel as the hosts' TCP; add [tunnel] for the simulator to \
+         carry it through the tunnel too"
+            .to_string()
+    })
 }
 
 /// The metrics compared: the scenario's shown ones, throughput always.
@@ -268,4 +295,42 @@ fn compare_json(sim: &runner::PlanResult, lab: &runner::PlanResult) -> serde_jso
         }
     }
     m.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(app: &str, tunnel: &str) -> scenario::Plan {
+        let text = format!(
+            "name = \"t\"\nduration = \"5s\"\n{tunnel}\n[[link]]\nname = \"a\"\n\
+             rate = \"10Mbit\"\ndelay = \"10ms\"\n[app]\n{app}\n"
+        );
+        scenario::load_str(&text, "t.toml", std::path::Path::new("."), &[]).unwrap()
+    }
+
+    #[test]
+    fn the_comparison_says_when_the_simulator_ran_the_application_without_the_tunnel() {
+        let bulk = "kind = \"bulk\"";
+        let file = "kind = \"file\"\nbytes = \"1MB\"";
+        let cbr = "kind = \"cbr\"\nbitrate = \"1Mbit\"";
+        let tunnel = "[tunnel]\ntransport = \"braid\"";
+        for app in [bulk, file] {
+            let note = not_simulated_alike(&plan(app, ""), lab::Endpoint::Tunnel);
+            assert!(note.is_some_and(|n| n.contains("[tunnel]")), "{app}");
+            assert_eq!(
+                not_simulated_alike(&plan(app, tunnel), lab::Endpoint::Tunnel),
+                None
+            );
+            assert_eq!(
+                not_simulated_alike(&plan(app, ""), lab::Endpoint::Mptcp),
+                None
+            );
+        }
+        // A CBR message is one datagram into the tunnel, as the simulator writes it.
+        assert_eq!(
+            not_simulated_alike(&plan(cbr, ""), lab::Endpoint::Tunnel),
+            None
+        );
+    }
 }
