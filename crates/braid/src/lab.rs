@@ -185,9 +185,10 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
             &|_| {},
         )
     });
-    let note = sim
-        .as_ref()
-        .and_then(|_| not_simulated_alike(&plan, endpoint));
+    let note = a
+        .compare
+        .then(|| not_simulated_alike(&plan, endpoint))
+        .flatten();
     let mut out = std::io::stdout().lock();
     if a.json {
         let mut v = report::json(&result);
@@ -195,7 +196,7 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
             v["compare"] = compare_json(sim, &result);
         }
         if let Some(note) = &note {
-            v["compare_note"] = note.as_str().into();
+            v["compare_note"] = (*note).into();
         }
         writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
     } else {
@@ -214,18 +215,17 @@ pub fn run(a: LabArgs) -> anyhow::Result<ExitCode> {
 /// or file application is a TCP flow of the hosts, which the simulator models only under
 /// `[tunnel]`; without it the simulator's application writes into the connection itself (no
 /// TCP of the hosts in between, no head-of-line wait of theirs).
-fn not_simulated_alike(plan: &scenario::Plan, endpoint: lab::Endpoint) -> Option<String> {
+fn not_simulated_alike(plan: &scenario::Plan, endpoint: lab::Endpoint) -> Option<&'static str> {
     use braid_sim::scenario::AppKind;
     let s = plan.base();
     (endpoint == lab::Endpoint::Tunnel
         && s.tunnel.is_none()
         && matches!(s.app.kind, AppKind::Bulk | AppKind::File))
-    .then(|| {
+    .then_some(
         "the file has no [tunnel]: the simulator's application wrote into the connection, the \
          lab's went through the tunnel as the hosts' TCP; add [tunnel] for the simulator to \
-         carry it through the tunnel too"
-            .to_string()
-    })
+         carry it through the tunnel too",
+    )
 }
 
 /// The metrics compared: the scenario's shown ones, throughput always.

@@ -56,12 +56,12 @@ pub(super) struct Endpoint {
 }
 
 impl Endpoint {
-    /// The connection the application writes and reads.
     /// A CBR application here sends and receives over UDP through the tunnel.
     pub fn cbr_over_udp(&self) -> bool {
         self.tunnel.as_ref().is_some_and(|t| t.cbr_udp)
     }
 
+    /// The connection the application writes and reads.
     pub fn app_conn(&mut self) -> &mut Connection {
         match &mut self.tunnel {
             Some(t) => &mut t.inner,
